@@ -1,0 +1,66 @@
+# The two commands a new user needs: `make lab` and `make test`.
+# Both create .venv on first use and reinstall only when pyproject.toml changes.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip --disable-pip-version-check
+# The exact torch that `make` installs. A plain `torch` can pull a multi-GB CUDA build;
+# 2.13.0 is a CPU build where a local wheel exists. Override on a GPU box, e.g.
+#   make lab TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"
+TORCH_SPEC ?= torch==2.13.0
+# pytest-xdist workers for the notebook tests.
+JOBS ?= 2
+NBVAL := --dist loadscope --nbval-current-env --nbval-cell-timeout=600 -p no:cacheprovider
+
+.PHONY: lab test test-unit test-notebooks venv labs check-format gpu-check doctor clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+$(VENV)/.installed-lab: pyproject.toml | $(PY)
+	$(PIP) install -q $(TORCH_SPEC)
+	$(PIP) install -q -e ".[lab]"
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(PY)
+	$(PIP) install -q $(TORCH_SPEC)
+	$(PIP) install -q -e ".[dev,lab]"
+	touch $@
+
+venv: $(VENV)/.installed-dev
+
+lab: $(VENV)/.installed-lab
+	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --ServerApp.root_dir=. notebooks/00_start_here.ipynb
+
+# Unit tests, then every notebook executed: chapters (notebooks/) run top to bottom,
+# solutions (solutions/) are compared output by output.
+test: $(VENV)/.installed-dev
+	$(PY) -m pytest -q -n $(JOBS) tests
+	$(PY) -m pytest -q -n $(JOBS) --nbval-lax $(NBVAL) notebooks
+	$(PY) -m pytest -q -n $(JOBS) --nbval $(NBVAL) solutions
+
+test-unit: $(VENV)/.installed-dev
+	$(PY) -m pytest -q -n $(JOBS) tests
+
+test-notebooks: $(VENV)/.installed-dev
+	$(PY) -m pytest -q -n $(JOBS) --nbval-lax $(NBVAL) notebooks
+	$(PY) -m pytest -q -n $(JOBS) --nbval $(NBVAL) solutions
+
+# Regenerate labs/ from solutions/ (never overwrites a lab a learner has edited).
+labs:
+	$(PYTHON) tools/make_labs.py
+
+check-format:
+	$(PYTHON) tools/check_notebooks.py
+
+doctor: $(VENV)/.installed-dev
+	$(PY) -m gpucourse doctor
+
+# On a machine with a GPU: uses the Python it finds (installs nothing), puts src/ on the path.
+gpu-check:
+	PYTHONPATH=src $(PYTHON) tools/gpu_check.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache

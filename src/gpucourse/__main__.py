@@ -1,0 +1,28 @@
+"""Command line: ``python -m gpucourse doctor`` and ``python -m gpucourse run``."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gpucourse",
+                                     description="Helpers of the GPU optimization course.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("doctor", help="check the environment and print a fix for each problem")
+    run = sub.add_parser("run", help="run the chapters' experiments headless and write a report")
+    run.add_argument("--chapter", type=int, action="append",
+                     help="chapter number (repeatable); default: all")
+    run.add_argument("--out", default="results", help="output folder (default: results)")
+    args = parser.parse_args(argv)
+    if args.command == "doctor":
+        from .doctor import main as doctor_main
+
+        return doctor_main()
+    from .runner import main as run_main
+
+    return run_main(chapters=args.chapter, out=args.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,202 @@
+"""Correctness before timing: comparisons, awkward inputs, and lab checkers.
+
+Chapter lab checkers live in ``gpucourse.check.chN``; they may use ``kernels`` and
+``models`` but never ``experiments`` (dependencies point one way).
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Callable, Iterable
+
+import numpy as np
+
+from ..device import to_host
+
+# (rtol, atol) by dtype: a few ulps of accumulated rounding for sums of ~1e3 terms.
+TOLERANCES = {
+    np.dtype(np.float64): (1e-9, 1e-12),
+    np.dtype(np.float32): (1e-5, 1e-6),
+    np.dtype(np.float16): (5e-3, 1e-4),
+}
+# bfloat16 has 8 significant bits: about 0.4 % per rounding.
+BF16_TOLERANCE = (2e-2, 1e-3)
+TF32_TOLERANCE = (2e-3, 1e-4)
+
+
+def tolerance(dtype) -> tuple[float, float]:
+    """(rtol, atol) suited to ``dtype``; exact for integers and booleans."""
+    name = str(dtype).replace("torch.", "")
+    if name == "bfloat16":
+        return BF16_TOLERANCE
+    if name == "tf32":
+        return TF32_TOLERANCE
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        dt = np.dtype(name)
+    if dt.kind in "iub":
+        return (0.0, 0.0)
+    return TOLERANCES.get(dt, TOLERANCES[np.dtype(np.float32)])
+
+
+def _as_numpy(x) -> np.ndarray:
+    arr = to_host(x)
+    if arr.dtype.kind == "V" or str(arr.dtype) == "bfloat16":
+        arr = arr.astype(np.float32)
+    return np.asarray(arr)
+
+
+def _dtype_name(x) -> str:
+    return str(getattr(x, "dtype", np.asarray(x).dtype)).replace("torch.", "")
+
+
+def compare_report(actual, expected, rtol: float, atol: float, name: str) -> str | None:
+    """None when close, else a few lines saying where and how much they differ."""
+    a, e = _as_numpy(actual), _as_numpy(expected)
+    if a.shape != e.shape:
+        return f"{name}: shape {a.shape} but expected {e.shape}."
+    a64, e64 = a.astype(np.float64), e.astype(np.float64)
+    nan_a, nan_e = np.isnan(a64), np.isnan(e64)
+    bad = (nan_a != nan_e) | (np.abs(a64 - e64) > atol + rtol * np.abs(e64))
+    bad &= ~(nan_a & nan_e)
+    if not bad.any():
+        return None
+    idx = np.argwhere(bad)
+    lines = [f"{name}: {len(idx)} of {a.size} elements differ (rtol={rtol:g}, atol={atol:g})."]
+    if nan_a.any() and not nan_e.any():
+        lines.append(f"  {int(nan_a.sum())} elements are NaN: were they ever written?")
+    for i in idx[:5]:
+        i = tuple(int(v) for v in i)
+        lines.append(f"  at index {i}: got {a64[i]!r}, expected {e64[i]!r}")
+    if len(idx) > 5:
+        lines.append(f"  ... first bad index {tuple(idx[0])}, last {tuple(idx[-1])}")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        finite = np.isfinite(a64) & np.isfinite(e64)
+        denom = np.linalg.norm(e64[finite]) or 1.0
+        lines.append(f"  relative error norm |a-e|/|e| = "
+                     f"{np.linalg.norm((a64 - e64)[finite]) / denom:.3g}")
+    return "\n".join(lines)
+
+
+def assert_close(actual, expected, rtol: float | None = None, atol: float | None = None,
+                 name: str = "result") -> None:
+    """Raise AssertionError with a readable diff unless ``actual`` matches ``expected``.
+
+    Tolerances default to those of the less precise of the two dtypes. NaN never passes
+    unless the reference is NaN at the same place.
+    """
+    if rtol is None or atol is None:
+        tols = [tolerance(_dtype_name(actual)), tolerance(_dtype_name(expected))]
+        d_rtol, d_atol = max(tols)
+        rtol = d_rtol if rtol is None else rtol
+        atol = d_atol if atol is None else atol
+    report = compare_report(actual, expected, rtol, atol, name)
+    if report:
+        raise AssertionError(report)
+
+
+# --------------------------------------------------------------------------- inputs
+
+def rng(seed: int = 0) -> np.random.Generator:
+    """The course's seeded generator: every random input starts here."""
+    return np.random.default_rng(seed)
+
+
+def random_array(shape, dtype=np.float32, seed: int = 0, kind: str = "normal") -> np.ndarray:
+    """Random, non-uniform data (never zeros, never all equal).
+
+    ``kind``: ``normal`` (mean 0.5, mixed magnitudes), ``uniform`` in [-1, 1),
+    ``positive`` in [0.5, 2), ``skewed`` (integers mostly in a few small values) or
+    ``int`` (integers in [-100, 100]).
+    """
+    g = rng(seed)
+    shape = (shape,) if np.isscalar(shape) else tuple(shape)
+    if kind == "normal":
+        # Mixed magnitudes catch relative-error bugs that unit-scale data hides.
+        x = 0.5 + g.standard_normal(shape) * np.exp(g.uniform(-2, 2, shape))
+    elif kind == "uniform":
+        x = g.uniform(-1, 1, shape)
+    elif kind == "positive":
+        x = g.uniform(0.5, 2.0, shape)
+    elif kind == "skewed":
+        x = np.minimum(g.geometric(0.5, shape) - 1, 255)
+    elif kind == "int":
+        x = g.integers(-100, 101, shape)
+    else:
+        raise ValueError(f"unknown kind {kind!r}: use normal, uniform, positive, skewed or int.")
+    return np.ascontiguousarray(x.astype(dtype))
+
+
+def awkward_sizes(block: int = 256, large: int = 1 << 20) -> list[int]:
+    """Sizes that break kernels with sloppy bounds checks: 1, primes, block±1, large."""
+    sizes = {1, 2, 7, 31, 33, 97, block - 1, block, block + 1, 3 * block + 5, 4099, large + 3}
+    return sorted(s for s in sizes if s >= 1)
+
+
+def awkward_shapes(tile: int = 32) -> list[tuple[int, int]]:
+    """2-D shapes that are not multiples of ``tile``, including a single row and column."""
+    return [(1, 1), (1, tile + 3), (tile + 3, 1), (tile - 1, tile + 1), (2 * tile + 5, 3 * tile - 7),
+            (tile, tile), (97, 61)]
+
+
+# --------------------------------------------------------------------------- lab checkers
+
+class Exercise:
+    """Context manager for one lab check: prints one success line, never hides a failure.
+
+    >>> with Exercise("1.2", "coalesced copy"):
+    ...     assert_close(out, ref)
+    """
+
+    def __init__(self, number: str, title: str = ""):
+        self.number, self.title = number, title
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            print(success_line(self.number, self.title))
+            return False
+        if exc_type is NotImplementedError:
+            raise AssertionError(
+                f"Exercise {self.number} is not done yet: replace the "
+                f"`raise NotImplementedError` line with your code.") from exc
+        if isinstance(exc, AssertionError):
+            raise AssertionError(f"Exercise {self.number} ({self.title}) not yet right:\n{exc}") \
+                from exc.__cause__
+        return False
+
+
+def success_line(number: str, title: str = "") -> str:
+    return f"Exercise {number} passed" + (f": {title}." if title else ".")
+
+
+def passed(number: str, title: str = "") -> None:
+    """Print the one success line of a lab check."""
+    print(success_line(number, title))
+
+
+def check_function(fn: Callable, reference: Callable, cases: Iterable[tuple], number: str,
+                   title: str = "", rtol: float | None = None, atol: float | None = None) -> None:
+    """Compare ``fn(*case)`` with ``reference(*case)`` for every case; one line when all pass."""
+    with Exercise(number, title):
+        for case in cases:
+            got, want = fn(*case), reference(*case)
+            shapes = ", ".join(str(getattr(c, "shape", c)) for c in case)
+            try:
+                assert_close(got, want, rtol=rtol, atol=atol, name=f"for inputs ({shapes})")
+            except AssertionError as e:
+                raise AssertionError(str(e)) from None
+
+
+@contextlib.contextmanager
+def expect_failure(match: str = ""):
+    """For tests of checkers: the block must raise AssertionError containing ``match``."""
+    try:
+        yield
+    except AssertionError as e:
+        if match and match not in str(e):
+            raise AssertionError(f"failed, but the message lacks {match!r}: {e}") from e
+        return
+    raise AssertionError("expected the check to fail, but it passed")

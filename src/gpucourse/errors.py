@@ -1,0 +1,25 @@
+"""Exceptions that tell a learner, in one sentence, what went wrong and how to fix it."""
+
+
+class CourseError(Exception):
+    """Base class of every error the course raises on purpose."""
+
+
+class LaunchError(CourseError, ValueError):
+    """A kernel launch with a bad configuration or bad arguments."""
+
+
+class CompileError(CourseError):
+    """CUDA C source that does not compile (on the GPU or on the emulator)."""
+
+
+class DeviceError(CourseError, RuntimeError):
+    """The requested device or backend is not usable here."""
+
+
+class SpecError(CourseError, ValueError):
+    """An unknown GPU, compute capability or precision, or a value outside a hardware limit."""
+
+
+class PrecisionError(CourseError, ValueError):
+    """A precision the device or the operation does not support."""

@@ -1,0 +1,12 @@
+"""One module per chapter (``ch0`` … ``ch6``): functions that run an experiment and return
+tidy results. Notebooks, the headless runner and the tests call them."""
+
+CHAPTERS = {
+    0: "start_here",
+    1: "architecture_and_bottlenecks",
+    2: "memory_management",
+    3: "parallelism",
+    4: "threads_and_scheduling",
+    5: "accelerated_libraries",
+    6: "mixed_precision_and_quantization",
+}

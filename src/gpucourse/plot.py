@@ -1,0 +1,227 @@
+"""Figures with one house style: units on axes, ceilings drawn, device in the title,
+models dashed and labelled "model", reference data hollow and labelled with its GPU.
+
+Every function returns a ``matplotlib.figure.Figure`` built without pyplot's global
+state, so a notebook cell that ends with it shows it exactly once.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Mapping, Sequence
+
+import matplotlib
+
+# Importing pyplot inside a Jupyter kernel activates the inline backend, which registers
+# the formatter that renders a returned Figure as an image.
+import matplotlib.pyplot as _plt  # noqa: F401
+from matplotlib.figure import Figure
+
+from . import device as _device
+from .bench import Timing
+
+MEASURED = "#1f77b4"
+OPTIMIZED = "#2ca02c"
+NAIVE = "#d62728"
+MODEL = "#7f7f7f"
+CEILING = "#000000"
+REFERENCE = "#9467bd"
+PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
+           "#17becf"]
+
+STYLE = {
+    "figure.dpi": 100,
+    "savefig.dpi": 110,
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "legend.fontsize": 8,
+    "legend.frameon": False,
+}
+
+
+def new_figure(nrows: int = 1, ncols: int = 1, figsize=(7.5, 4.0), **kwargs):
+    """A Figure and its axes in the course's style (not registered with pyplot)."""
+    with matplotlib.rc_context(STYLE):
+        fig = Figure(figsize=figsize, layout="constrained")
+        axes = fig.subplots(nrows, ncols, **kwargs)
+    return fig, axes
+
+
+def device_label(device: str | None = None) -> str:
+    """The device to name in a title: the given one or the active device."""
+    return device or _device.describe().short_name
+
+
+def title(ax, text: str, device: str | None = None) -> None:
+    """Set an axis title with the device named on a second line."""
+    ax.set_title(f"{text}\n{device_label(device)}", fontsize=STYLE["axes.titlesize"])
+
+
+def _metric(t: Timing, metric: str) -> float:
+    if metric == "time":
+        return t.median_s * 1e3
+    value = t.gbps if metric == "gbps" else t.gflops
+    if value is None:
+        raise ValueError(f"timing {t.label!r} has no {'bytes' if metric == 'gbps' else 'flops'} "
+                         f"set, so it cannot be plotted as {metric}.")
+    return value
+
+
+UNITS = {"time": "median time per call (ms)", "gbps": "effective bandwidth (GB/s)",
+         "gflops": "throughput (GFLOP/s)"}
+
+
+def ladder(timings: Sequence[Timing], metric: str = "gbps", ceiling: float | None = None,
+           ceiling_label: str = "ceiling", title_text: str = "Naive → optimized",
+           reference: Sequence[tuple[str, float, str]] = (), device: str | None = None) -> Figure:
+    """Horizontal bars from naive (top) to optimized, each annotated with % of ``ceiling``.
+
+    ``reference`` adds hollow bars of reference measurements: (label, value, source).
+    Error bars show the p20–p80 spread of each measurement.
+    """
+    fig, ax = new_figure(figsize=(7.5, 0.55 * (len(timings) + len(reference)) + 1.6))
+    labels, values, errs = [], [], []
+    for t in timings:
+        v = _metric(t, metric)
+        labels.append(t.label)
+        values.append(v)
+        lo, hi = (t.p20_s, t.p80_s)
+        if metric == "time":
+            errs.append((v - lo * 1e3, hi * 1e3 - v))
+        else:
+            errs.append((v - v * t.median_s / hi, v * t.median_s / lo - v))
+    ys = list(range(len(labels)))
+    colors = [NAIVE] + [MEASURED] * max(0, len(values) - 2) + [OPTIMIZED] if len(values) > 1 \
+        else [MEASURED]
+    ax.barh(ys, values, color=colors[:len(values)], xerr=list(zip(*errs)) if errs else None,
+            capsize=3, label="measured here")
+    for i, (lab, val, src) in enumerate(reference):
+        y = len(labels) + i
+        ax.barh([y], [val], fill=False, edgecolor=REFERENCE, hatch="//",
+                label="reference data" if i == 0 else None)
+        labels.append(f"{lab}\n({src})")
+        values.append(val)
+        ys.append(y)
+    ax.set_yticks(ys, labels)
+    ax.invert_yaxis()
+    ax.set_xlabel(UNITS[metric])
+    if ceiling:
+        ax.axvline(ceiling, color=CEILING, ls="--", lw=1.2, label=ceiling_label)
+        for y, v in zip(ys, values):
+            ax.annotate(f"{100 * v / ceiling:.0f}% of ceiling", (v, y), xytext=(4, 0),
+                        textcoords="offset points", va="center", fontsize=8)
+        ax.set_xlim(0, max(max(values), ceiling) * 1.3)
+    ax.legend(loc="lower right")
+    title(ax, title_text, device)
+    return fig
+
+
+def sweep(x: Sequence, series: Mapping[str, Sequence[float]], xlabel: str, ylabel: str,
+          title_text: str, ceilings: Mapping[str, float] | None = None,
+          models: Mapping[str, Sequence[float]] | None = None,
+          reference: Mapping[str, tuple[Sequence, Sequence]] | None = None,
+          logx: bool = False, logy: bool = False, device: str | None = None,
+          ax=None) -> Figure:
+    """Measured lines against horizontal ceilings, with dashed models and hollow reference points.
+
+    Model labels get "(model)" appended, so a model is never mistaken for a measurement.
+    Pass ``ax`` to draw into an existing axis (its figure is returned).
+    """
+    if ax is None:
+        fig, ax = new_figure()
+    else:
+        fig = ax.figure
+    for i, (name, ys) in enumerate(series.items()):
+        ax.plot(x, ys, "o-", color=PALETTE[i % len(PALETTE)], label=name, ms=4)
+    for i, (name, ys) in enumerate((models or {}).items()):
+        lab = name if "model" in name.lower() else f"{name} (model)"
+        ax.plot(x, ys, "--", color=PALETTE[(i + len(series)) % len(PALETTE)], label=lab, lw=1.5)
+    for i, (name, (rx, ry)) in enumerate((reference or {}).items()):
+        lab = name if "reference" in name.lower() else f"{name} (reference)"
+        ax.plot(rx, ry, "s", mfc="none", color=REFERENCE if i == 0 else PALETTE[-1 - i],
+                label=lab, ms=6)
+    for i, (name, value) in enumerate((ceilings or {}).items()):
+        ax.axhline(value, color=CEILING, ls=[":", "-.", "--"][i % 3], lw=1.2, label=name)
+    if logx:
+        ax.set_xscale("log", base=2)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend()
+    title(ax, title_text, device)
+    return fig
+
+
+def roofline(points: Iterable[tuple[str, float, float]], peak_flops: float, bandwidth: float,
+             title_text: str = "Roofline", label: str = "", is_model: bool = False,
+             device: str | None = None, ax=None) -> Figure:
+    """Operations as (name, arithmetic intensity FLOP/byte, achieved FLOP/s) under the roof.
+
+    ``peak_flops`` in FLOP/s and ``bandwidth`` in bytes/s draw the two ceilings; set
+    ``is_model`` when the points are predictions rather than measurements.
+    """
+    import numpy as np
+
+    if ax is None:
+        fig, ax = new_figure()
+    else:
+        fig = ax.figure
+    points = list(points)
+    ridge = peak_flops / bandwidth
+    lo = min([p[1] for p in points] + [ridge]) / 8
+    hi = max([p[1] for p in points] + [ridge]) * 8
+    ai = np.geomspace(lo, hi, 200)
+    roof = np.minimum(peak_flops, ai * bandwidth) / 1e9
+    kind = "model" if is_model else "measured"
+    ax.plot(ai, roof, color=CEILING, lw=1.5,
+            label=f"{label + ': ' if label else ''}roof ({bandwidth / 1e9:.0f} GB/s, "
+                  f"{peak_flops / 1e12:.3g} TFLOP/s)")
+    ax.axvline(ridge, color=MODEL, ls=":", lw=1)
+    for i, (name, intensity, rate) in enumerate(points):
+        ax.plot([intensity], [rate / 1e9], "o" if not is_model else "D",
+                color=PALETTE[i % len(PALETTE)], mfc="none" if is_model else None,
+                label=f"{name} ({kind})", ms=7)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("attainable rate (GFLOP/s)")
+    ax.legend(loc="lower right")
+    title(ax, title_text + (" (model)" if is_model else ""), device)
+    return fig
+
+
+def timeline(events: Iterable[tuple[str, str, float, float]], title_text: str = "Timeline",
+             is_model: bool = False, unit: str = "ms", device: str | None = None,
+             ax=None) -> Figure:
+    """A Gantt chart of (lane, op, start, end) intervals, times in ``unit``.
+
+    Colours follow the op name (h2d, compute, d2h, forward, backward, ...).
+    """
+    if ax is None:
+        fig, ax = new_figure(figsize=(8, 3.2))
+    else:
+        fig = ax.figure
+    events = list(events)
+    lanes = list(dict.fromkeys(e[0] for e in events))
+    ops = list(dict.fromkeys(e[1] for e in events))
+    for lane, op, start, end in events:
+        y = lanes.index(lane)
+        ax.barh(y, end - start, left=start, color=PALETTE[ops.index(op) % len(PALETTE)],
+                edgecolor="white", height=0.7)
+    for i, op in enumerate(ops):
+        ax.barh([0], [0], color=PALETTE[i % len(PALETTE)], label=op)
+    ax.set_yticks(range(len(lanes)), lanes)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"time ({unit})")
+    ax.legend(loc="upper right", ncols=min(len(ops), 4))
+    title(ax, title_text + (" (model)" if is_model else ""), device)
+    return fig
+
+
+def save(fig: Figure, path) -> str:
+    """Write a figure to PNG and return the path."""
+    fig.savefig(path)
+    return str(path)

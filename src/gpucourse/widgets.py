@@ -1,0 +1,141 @@
+"""ipywidgets front ends: controls → experiment → figure.
+
+``explore(run, render, size=slider, ...)`` builds the course's one widget pattern: the
+controls, a status line with a progress bar for runs, and an output area that shows what
+``render(run(**values))`` returns. It runs once with the initial values so the cell shows
+a figure straight away. Options that the device cannot run are listed with the reason
+(``unavailable={"bf16": "needs compute capability 8.0"}``) and never run.
+"""
+from __future__ import annotations
+
+import inspect
+import time
+from typing import Callable, Mapping
+
+import ipywidgets as W
+from IPython.display import display
+
+DEFAULT_BLOCK_SIZES = (32, 48, 64, 96, 100, 128, 192, 200, 256, 384, 512, 768, 1024)
+
+
+def block_size_slider(values=DEFAULT_BLOCK_SIZES, value: int = 256,
+                      description: str = "block size") -> W.SelectionSlider:
+    """A slider over block sizes, including a few that are not multiples of 32."""
+    return W.SelectionSlider(options=list(values), value=value, description=description,
+                             continuous_update=False, style={"description_width": "initial"})
+
+
+def choice(options, value=None, description: str = "",
+           unavailable: Mapping[str, str] | None = None) -> W.Dropdown:
+    """A dropdown whose unavailable options stay listed, marked with the reason.
+
+    The reason shows in the option's label; choosing it shows the reason instead of running.
+    """
+    unavailable = dict(unavailable or {})
+    labels = [(f"{o}  (unavailable: {unavailable[o]})" if o in unavailable else str(o), o)
+              for o in options]
+    first_ok = next((o for o in options if o not in unavailable), options[0])
+    dd = W.Dropdown(options=labels, value=first_ok if value is None else value,
+                    description=description, style={"description_width": "initial"})
+    dd.unavailable = unavailable
+    return dd
+
+
+def precision_dropdown(available: Mapping[str, str | None], value: str | None = None,
+                       description: str = "precision") -> W.Dropdown:
+    """``available`` maps a precision to None (usable) or the reason it is not."""
+    return choice(list(available), value=value, description=description,
+                  unavailable={k: v for k, v in available.items() if v})
+
+
+def int_slider(value: int, min: int, max: int, step: int = 1, description: str = "") -> W.IntSlider:
+    return W.IntSlider(value=value, min=min, max=max, step=step, description=description,
+                       continuous_update=False, style={"description_width": "initial"})
+
+
+def log2_slider(value: int, min: int, max: int, description: str = "") -> W.SelectionSlider:
+    """A slider over powers of two from ``min`` to ``max``."""
+    opts, v = [], min
+    while v <= max:
+        opts.append(v)
+        v *= 2
+    return W.SelectionSlider(options=opts, value=value, description=description,
+                             continuous_update=False, style={"description_width": "initial"})
+
+
+class Explorer(W.VBox):
+    """Controls, a status line and an output area wired to ``render(run(**values))``."""
+
+    def __init__(self, run: Callable, render: Callable, controls: Mapping[str, W.Widget],
+                 auto: bool = True, title: str = ""):
+        self._run, self._render = run, render
+        self.controls = dict(controls)
+        self.status = W.HTML()
+        self.progress = W.FloatProgress(value=0, min=0, max=1, layout=W.Layout(width="200px"))
+        self.progress.layout.visibility = "hidden"
+        self.output = W.Output()
+        self.result = None
+        self.error: Exception | None = None
+        self._accepts_progress = "progress" in inspect.signature(run).parameters
+        children = []
+        if title:
+            children.append(W.HTML(f"<b>{title}</b>"))
+        children.append(W.HBox(list(self.controls.values())))
+        button = None
+        if not auto:
+            button = W.Button(description="Run", button_style="primary")
+            button.on_click(lambda _: self.update())
+            children.append(button)
+        children += [W.HBox([self.status, self.progress]), self.output]
+        super().__init__(children=children)
+        if auto:
+            for w in self.controls.values():
+                w.observe(lambda _change: self.update(), names="value")
+        self.update()
+
+    def values(self) -> dict:
+        return {name: w.value for name, w in self.controls.items()}
+
+    def _report_progress(self, fraction: float) -> None:
+        self.progress.layout.visibility = "visible"
+        self.progress.value = max(0.0, min(1.0, float(fraction)))
+
+    def update(self) -> None:
+        """Run the experiment for the current values and redraw (errors shown, not raised)."""
+        values = self.values()
+        for name, w in self.controls.items():
+            reason = getattr(w, "unavailable", {}).get(values[name])
+            if reason:
+                self.status.value = (f"<span style='color:#b2182b'>{name}={values[name]} "
+                                     f"is not available here: {reason}</span>")
+                return
+        self.status.value = "<i>running…</i>"
+        self.progress.value = 0
+        kwargs = dict(values)
+        if self._accepts_progress:
+            kwargs["progress"] = self._report_progress
+        t0 = time.perf_counter()
+        try:
+            self.result = self._run(**kwargs)
+            shown = self._render(self.result)
+            self.error = None
+        except Exception as exc:  # shown in the widget: a slider move must not kill the cell
+            self.error = exc
+            self.status.value = f"<span style='color:#b2182b'>{type(exc).__name__}: {exc}</span>"
+            return
+        finally:
+            self.progress.layout.visibility = "hidden"
+        self.output.clear_output(wait=True)
+        with self.output:
+            display(shown)
+        self.status.value = f"<span style='color:#666'>ran in {time.perf_counter() - t0:.2f} s</span>"
+
+
+def explore(run: Callable, render: Callable, auto: bool = True, title: str = "",
+            **controls: W.Widget) -> Explorer:
+    """Widget pattern: ``controls`` → ``run(**values)`` → ``render(result)`` shown below.
+
+    If ``run`` takes a ``progress`` argument it receives a callback taking a fraction in
+    [0, 1]. Set ``auto=False`` for slow experiments: they then run on a button press.
+    """
+    return Explorer(run, render, controls, auto=auto, title=title)

@@ -1,0 +1,16 @@
+import os
+import pathlib
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+# Unit tests run the CPU path unless a GPU test asks for CUDA explicitly.
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+
+@pytest.fixture
+def root() -> pathlib.Path:
+    return ROOT

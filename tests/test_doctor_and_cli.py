@@ -1,0 +1,27 @@
+import subprocess
+import sys
+
+from gpucourse import doctor
+
+
+def test_doctor_passes_on_this_machine():
+    r = subprocess.run([sys.executable, "-m", "gpucourse", "doctor"], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "All essential checks passed" in r.stdout
+    assert "C++ compiler" in r.stdout and "torch" in r.stdout
+
+
+def test_doctor_fails_when_something_essential_is_missing(monkeypatch, capsys):
+    real = doctor.findings
+    monkeypatch.setattr(doctor, "findings", lambda: real() + [
+        doctor.Finding(doctor.FAIL, "C++ compiler", "none found", "install g++")])
+    assert doctor.main() == 1
+    out = capsys.readouterr().out
+    assert "fix: install g++" in out and "1 essential check(s) failed" in out
+
+
+def test_missing_compiler_is_reported(monkeypatch):
+    monkeypatch.setattr(doctor.shutil, "which", lambda name: None)
+    f = doctor._cxx_compiler()
+    assert f.status == doctor.FAIL and "g++" in f.fix

@@ -1,0 +1,76 @@
+import numpy as np
+import pytest
+
+from gpucourse import bench, plot, widgets
+
+
+def _timings():
+    return bench.Timings([
+        bench.Timing("naive", [2e-3, 2.1e-3, 2.2e-3], 1, "cpu", "cpu", "perf_counter", bytes=1e6),
+        bench.Timing("fast", [1e-3, 1.1e-3, 1.2e-3], 1, "cpu", "cpu", "perf_counter", bytes=1e6)])
+
+
+def test_ladder_annotates_percent_of_ceiling(tmp_path):
+    fig = plot.ladder(_timings(), metric="gbps", ceiling=1.0, device="test device",
+                      reference=[("H200 copy", 1.5, "reference: H200, 2026")])
+    ax = fig.axes[0]
+    texts = [t.get_text() for t in ax.texts]
+    assert "48% of ceiling" in texts and "91% of ceiling" in texts
+    assert ax.get_xlabel() == "effective bandwidth (GB/s)"
+    assert "test device" in ax.get_title()
+    assert any("reference" in t.get_text() for t in ax.get_legend().get_texts())
+    assert (tmp_path / "l.png").exists() is False
+    plot.save(fig, tmp_path / "l.png")
+    assert (tmp_path / "l.png").stat().st_size > 1000
+
+
+def test_ladder_needs_bytes_for_bandwidth():
+    t = bench.Timing("x", [1.0], 1, "cpu", "cpu", "perf_counter")
+    with pytest.raises(ValueError, match="no bytes"):
+        plot.ladder([t], metric="gbps")
+
+
+def test_sweep_labels_models_and_reference():
+    fig = plot.sweep([1, 2, 4], {"measured": [1, 2, 3]}, "stride", "GB/s", "Sweep",
+                     ceilings={"peak": 5}, models={"sectors": [3, 2, 1]},
+                     reference={"T4, 2026-01-01": ([1, 2], [2, 2])}, device="dev")
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "sectors (model)" in labels and "T4, 2026-01-01 (reference)" in labels
+    assert "peak" in labels
+
+
+def test_roofline_and_timeline():
+    fig = plot.roofline([("add", 1 / 12, 1e9), ("matmul", 100, 1e11)], 1e12, 1e10,
+                        is_model=True, device="dev")
+    assert "(model)" in fig.axes[0].get_title()
+    fig = plot.timeline([("stream 0", "h2d", 0, 1), ("stream 0", "compute", 1, 2)],
+                        is_model=True, device="dev")
+    assert fig.axes[0].get_xlabel() == "time (ms)"
+
+
+def test_explorer_runs_and_reports_unavailable_choices():
+    calls = []
+
+    def run(n, precision, progress):
+        calls.append((n, precision))
+        progress(0.5)
+        return n
+
+    w = widgets.explore(run, lambda r: f"result {r}",
+                        n=widgets.int_slider(3, 1, 10),
+                        precision=widgets.precision_dropdown({"fp32": None, "bf16": "no bf16 here"}))
+    assert calls == [(3, "fp32")] and w.result == 3
+    w.controls["n"].value = 5
+    assert calls[-1] == (5, "fp32") and "ran in" in w.status.value
+    w.controls["precision"].value = "bf16"
+    assert len(calls) == 2 and "no bf16 here" in w.status.value
+    labels = [lab for lab, _ in w.controls["precision"].options]
+    assert labels[1].startswith("bf16  (unavailable")
+
+
+def test_explorer_shows_errors_instead_of_raising():
+    def run(n):
+        raise ValueError("block size 0 is not allowed")
+    w = widgets.explore(run, str, n=widgets.block_size_slider())
+    assert isinstance(w.error, ValueError) and "block size 0" in w.status.value
+    assert 100 in w.controls["n"].options and 48 in w.controls["n"].options
