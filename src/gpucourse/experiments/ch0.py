@@ -54,16 +54,8 @@ def size_sweep(sizes=(10, 100, 1_000, 10_000, 100_000), seed: int = 0,
     return out
 
 
-def headless() -> dict:
-    """For the headless runner: results and figures of this chapter."""
-    from .. import plot
-
-    timings = loop_vs_vectorized()
-    sweep = size_sweep()
-    fig = plot.sweep(sweep["sizes"], {k: [t * 1e3 for t in v] for k, v in sweep.items()
-                                      if k != "sizes"},
-                     xlabel="elements", ylabel="median time per call (ms)",
-                     title_text="Python loop vs vectorized", logx=True, logy=True)
-    return {"results": {"timings": [t.to_dict() for t in timings], "sweep": sweep},
-            "figures": {"ch0_loop_vs_vectorized": plot.ladder(timings, metric="gflops"),
-                        "ch0_size_sweep": fig}}
+def run_all(quick: bool = True, progress=None) -> dict:
+    """Every experiment of the chapter, as JSON-ready results (for the headless runner)."""
+    timings = loop_vs_vectorized(min_time_s=0.1 if quick else 0.5)
+    sweep = size_sweep(min_time_s=0.02 if quick else 0.1, progress=progress)
+    return {"loop_vs_vectorized": [t.to_dict() for t in timings], "size_sweep": sweep}

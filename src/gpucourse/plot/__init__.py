@@ -1,7 +1,8 @@
 """Figures with one house style: units on axes, ceilings drawn, device in the title,
 models dashed and labelled "model", reference data hollow and labelled with its GPU.
 
-Every function returns a ``matplotlib.figure.Figure`` built without pyplot's global
+Chapter-specific figures live in ``gpucourse.plot.chN`` (``figures(results)`` for the
+headless runner). Every function returns a ``matplotlib.figure.Figure`` built without pyplot's global
 state, so a notebook cell that ends with it shows it exactly once.
 """
 from __future__ import annotations
@@ -15,8 +16,8 @@ import matplotlib
 import matplotlib.pyplot as _plt  # noqa: F401
 from matplotlib.figure import Figure
 
-from . import device as _device
-from .bench import Timing
+from .. import device as _device
+from ..bench import Timing
 
 MEASURED = "#1f77b4"
 OPTIMIZED = "#2ca02c"
@@ -96,7 +97,7 @@ def ladder(timings: Sequence[Timing], metric: str = "gbps", ceiling: float | Non
     colors = [NAIVE] + [MEASURED] * max(0, len(values) - 2) + [OPTIMIZED] if len(values) > 1 \
         else [MEASURED]
     ax.barh(ys, values, color=colors[:len(values)], xerr=list(zip(*errs)) if errs else None,
-            capsize=3, label="measured here")
+            capsize=3)
     for i, (lab, val, src) in enumerate(reference):
         y = len(labels) + i
         ax.barh([y], [val], fill=False, edgecolor=REFERENCE, hatch="//",
@@ -107,13 +108,25 @@ def ladder(timings: Sequence[Timing], metric: str = "gbps", ceiling: float | Non
     ax.set_yticks(ys, labels)
     ax.invert_yaxis()
     ax.set_xlabel(UNITS[metric])
+    top = max(values + ([ceiling] if ceiling else []))
+    # A 100x ladder on a linear axis hides the naive bar: switch to log past 30x.
+    log = min(values) > 0 and top / min(values) > 30
+    if log:
+        ax.set_xscale("log")
+    for y, v in zip(ys, values):
+        note = f"{v:.3g}"
+        if ceiling:
+            note += f"  ({100 * v / ceiling:.0f}% of ceiling)"
+        ax.annotate(note, (v, y), xytext=(4, 0), textcoords="offset points", va="center",
+                    fontsize=8)
     if ceiling:
         ax.axvline(ceiling, color=CEILING, ls="--", lw=1.2, label=ceiling_label)
-        for y, v in zip(ys, values):
-            ax.annotate(f"{100 * v / ceiling:.0f}% of ceiling", (v, y), xytext=(4, 0),
-                        textcoords="offset points", va="center", fontsize=8)
-        ax.set_xlim(0, max(max(values), ceiling) * 1.3)
-    ax.legend(loc="lower right")
+    if log:
+        ax.set_xlim(min(values) / 2, top * 8)
+    else:
+        ax.set_xlim(0, top * 1.35)
+    if ceiling or reference:
+        fig.legend(loc="outside lower center", ncols=3)
     title(ax, title_text, device)
     return fig
 
@@ -145,7 +158,8 @@ def sweep(x: Sequence, series: Mapping[str, Sequence[float]], xlabel: str, ylabe
     for i, (name, value) in enumerate((ceilings or {}).items()):
         ax.axhline(value, color=CEILING, ls=[":", "-.", "--"][i % 3], lw=1.2, label=name)
     if logx:
-        ax.set_xscale("log", base=2)
+        powers_of_two = all(v > 0 and (int(v) & (int(v) - 1)) == 0 and v == int(v) for v in x)
+        ax.set_xscale("log", base=2 if powers_of_two else 10)
     if logy:
         ax.set_yscale("log")
     ax.set_xlabel(xlabel)

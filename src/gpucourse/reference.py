@@ -1,0 +1,132 @@
+"""Reference measurements taken on real GPUs, with their provenance.
+
+``make gpu-check`` (or ``python -m gpucourse run`` on a GPU) writes
+``src/gpucourse/data/reference/<gpu>.json``. Notebooks overlay these on CPU runs and on other
+GPUs, always labelled with the GPU's name, the date and the command. A file that is
+malformed or not one of ours is rejected with a clear message and never plotted.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import pathlib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import CourseError
+
+FORMAT = "gpucourse-reference"
+VERSION = 1
+REQUIRED = {"format": str, "version": int, "gpu": str, "date": str, "command": str,
+            "results": dict}
+FOLDER = pathlib.Path(__file__).resolve().parent / "data" / "reference"
+
+
+class ReferenceError(CourseError, ValueError):
+    """A reference file that is malformed or not written by this course."""
+
+
+@dataclass(frozen=True)
+class Reference:
+    """One GPU's reference results: ``results`` keyed by section ("kernels", "ch1", …)."""
+
+    gpu: str
+    date: str
+    command: str
+    results: dict
+    driver: str = ""
+    path: str = ""
+
+    @property
+    def label(self) -> str:
+        """How a plot names this data: GPU, date and command."""
+        return f"reference: {self.gpu}, {self.date}, `{self.command}`"
+
+    def get(self, section: str, *keys: str, default: Any = None) -> Any:
+        """A value by section and nested keys, or ``default``."""
+        node: Any = self.results.get(section)
+        for k in keys:
+            if not isinstance(node, dict) or k not in node:
+                return default
+            node = node[k]
+        return default if node is None else node
+
+
+def slug(gpu_name: str) -> str:
+    """File-name form of a GPU name: 'NVIDIA H200' → 'nvidia_h200'."""
+    return re.sub(r"[^a-z0-9]+", "_", gpu_name.lower()).strip("_")
+
+
+def validate(data: Any, source: str = "reference data") -> Reference:
+    """Return a Reference, or raise ReferenceError saying what is wrong with ``data``."""
+    if not isinstance(data, dict):
+        raise ReferenceError(f"{source} is not a JSON object; it is not a gpucourse reference file.")
+    if data.get("format") != FORMAT:
+        raise ReferenceError(f"{source} has format {data.get('format')!r}, not {FORMAT!r}: "
+                             "it was not written by `make gpu-check` and is ignored.")
+    for key, typ in REQUIRED.items():
+        if not isinstance(data.get(key), typ):
+            raise ReferenceError(f"{source} lacks a {typ.__name__} field {key!r}; regenerate it "
+                                 "with `make gpu-check`.")
+    if data["version"] > VERSION:
+        raise ReferenceError(f"{source} is format version {data['version']}, newer than this "
+                             f"course reads ({VERSION}); update the course.")
+    try:
+        _dt.date.fromisoformat(data["date"][:10])
+    except ValueError:
+        raise ReferenceError(f"{source} has date {data['date']!r}, not YYYY-MM-DD.") from None
+    return Reference(gpu=data["gpu"], date=data["date"][:10], command=data["command"],
+                     results=data["results"], driver=str(data.get("driver", "")), path=source)
+
+
+def load(path) -> Reference:
+    """Read and validate one reference file."""
+    path = pathlib.Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ReferenceError(f"{path.name} is not valid JSON ({exc.msg} at line {exc.lineno}).") \
+            from None
+    return validate(data, path.name)
+
+
+def available(folder=FOLDER) -> list[Reference]:
+    """Every valid reference file in ``folder`` (invalid ones are skipped; see ``problems``)."""
+    out = []
+    for p in sorted(pathlib.Path(folder).glob("*.json")):
+        try:
+            out.append(load(p))
+        except ReferenceError:
+            continue
+    return out
+
+
+def problems(folder=FOLDER) -> list[str]:
+    """One sentence per reference file that is rejected."""
+    out = []
+    for p in sorted(pathlib.Path(folder).glob("*.json")):
+        try:
+            load(p)
+        except ReferenceError as exc:
+            out.append(str(exc))
+    return out
+
+
+def find(section: str, *keys: str, folder=FOLDER) -> list[tuple[Reference, Any]]:
+    """(reference, value) for every GPU that has ``section``/``keys``."""
+    return [(r, v) for r in available(folder) if (v := r.get(section, *keys)) is not None]
+
+
+def write(results: dict, gpu: str, command: str, driver: str = "", folder=FOLDER,
+          date: str | None = None) -> pathlib.Path:
+    """Write a reference file for ``gpu`` and return its path."""
+    data = {"format": FORMAT, "version": VERSION, "gpu": gpu,
+            "date": date or _dt.date.today().isoformat(), "command": command, "driver": driver,
+            "results": results}
+    validate(data)
+    folder = pathlib.Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{slug(gpu)}.json"
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return path

@@ -1,0 +1,39 @@
+import json
+
+import pytest
+
+from gpucourse import reference as ref
+
+
+def test_write_then_load_round_trip(tmp_path):
+    p = ref.write({"ch1": {"copy_gbps": {"1": 4000.0}}}, gpu="NVIDIA H200",
+                  command="make gpu-check", driver="580", folder=tmp_path, date="2026-11-29")
+    assert p.name == "nvidia_h200.json"
+    r = ref.load(p)
+    assert r.get("ch1", "copy_gbps", "1") == 4000.0
+    assert r.get("ch1", "missing") is None
+    assert r.label == "reference: NVIDIA H200, 2026-11-29, `make gpu-check`"
+    assert [v for _, v in ref.find("ch1", "copy_gbps", folder=tmp_path)] == [{"1": 4000.0}]
+
+
+@pytest.mark.parametrize("content, match", [
+    ("{not json", "not valid JSON"),
+    ("[1, 2]", "not a JSON object"),
+    (json.dumps({"format": "other"}), "not written by"),
+    (json.dumps({"format": ref.FORMAT, "version": 1, "gpu": "X", "date": "2026-01-01",
+                 "command": "c"}), "results"),
+    (json.dumps({"format": ref.FORMAT, "version": 99, "gpu": "X", "date": "2026-01-01",
+                 "command": "c", "results": {}}), "newer"),
+    (json.dumps({"format": ref.FORMAT, "version": 1, "gpu": "X", "date": "yesterday",
+                 "command": "c", "results": {}}), "YYYY-MM-DD"),
+])
+def test_bad_files_are_rejected_never_plotted(tmp_path, content, match):
+    (tmp_path / "bad.json").write_text(content)
+    with pytest.raises(ref.ReferenceError, match=match):
+        ref.load(tmp_path / "bad.json")
+    assert ref.available(tmp_path) == []
+    assert len(ref.problems(tmp_path)) == 1
+
+
+def test_shipped_reference_files_are_valid():
+    assert ref.problems() == []
