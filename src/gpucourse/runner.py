@@ -1,0 +1,131 @@
+"""``python -m gpucourse run``: every chapter's experiments without Jupyter.
+
+Writes ``report.json`` (device, versions, date, results), one PNG per figure and a one-page
+``index.html`` into the output folder. A workshop host runs it on the room's machines
+before a session to see what the learners' GPUs (or CPUs) will show.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import html
+import importlib
+import json
+import pathlib
+import sys
+import time
+import traceback
+
+from . import device
+from .experiments import CHAPTERS
+
+
+def _chapter_modules(n: int):
+    """(experiments.chN, plot.chN) or None when the chapter has no runnable experiments."""
+    try:
+        exp = importlib.import_module(f"gpucourse.experiments.ch{n}")
+    except ModuleNotFoundError:
+        return None
+    if not hasattr(exp, "run_all"):
+        return None
+    try:
+        fig = importlib.import_module(f"gpucourse.plot.ch{n}")
+    except ModuleNotFoundError:
+        fig = None
+    return exp, fig
+
+
+def available_chapters() -> list[int]:
+    return [n for n in CHAPTERS if _chapter_modules(n)]
+
+
+def _jsonable(obj):
+    """Results may hold numpy scalars/arrays or dataclasses: make them JSON-ready."""
+    import dataclasses
+
+    import numpy as np
+
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return _jsonable(obj.to_dict() if hasattr(obj, "to_dict") else dataclasses.asdict(obj))
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, float) and obj != obj:  # NaN is not JSON
+        return None
+    return obj
+
+
+def run(chapters=None, out="results", quick: bool = True, stream=sys.stderr) -> dict:
+    """Run the chapters, write the report into ``out``, return the report dict."""
+    from tqdm.auto import tqdm
+
+    out = pathlib.Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    todo = chapters or available_chapters()
+    info = device.describe()
+    report = {"format": "gpucourse-report", "date": _dt.datetime.now().isoformat(timespec="seconds"),
+              "command": "python -m gpucourse run " + " ".join(sys.argv[2:]).strip(),
+              "device": info.to_dict(), "chapters": {}}
+    bar = tqdm(total=len(todo), desc="chapters", unit="ch", file=stream)
+    for n in todo:
+        mods = _chapter_modules(n)
+        entry: dict = {"name": CHAPTERS.get(n, "?")}
+        report["chapters"][str(n)] = entry
+        if mods is None:
+            entry["error"] = f"chapter {n} has no experiments module with run_all()"
+            bar.update(1)
+            continue
+        exp, figmod = mods
+        bar.set_postfix_str(f"chapter {n}")
+        t0 = time.perf_counter()
+        try:
+            results = _jsonable(exp.run_all(quick=quick))
+            entry["results"] = results
+            entry["figures"] = []
+            if figmod is not None:
+                for name, fig in figmod.figures(results).items():
+                    path = out / f"ch{n}_{name}.png"
+                    fig.savefig(path)
+                    entry["figures"].append(path.name)
+        except Exception as exc:  # one broken chapter must not hide the others
+            entry["error"] = f"{type(exc).__name__}: {exc}"
+            entry["traceback"] = traceback.format_exc(limit=5)
+        entry["seconds"] = round(time.perf_counter() - t0, 2)
+        bar.update(1)
+    bar.close()
+    (out / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
+    (out / "index.html").write_text(summary_html(report), encoding="utf-8")
+    return report
+
+
+def summary_html(report: dict) -> str:
+    """A one-page HTML summary: device, per-chapter status and figures."""
+    dev = device.DeviceInfo(**{k: (tuple(v) if k == "compute_capability" and v else v)
+                               for k, v in report["device"].items()})
+    parts = [f"<h1>GPU course: headless run</h1><p>{html.escape(report['date'])} · "
+             f"<code>{html.escape(report['command'])}</code></p>", dev._repr_html_()]
+    for n, entry in report["chapters"].items():
+        status = "failed" if "error" in entry else f"ok in {entry.get('seconds', 0)} s"
+        parts.append(f"<h2>Chapter {n}: {html.escape(entry['name'].replace('_', ' '))} "
+                     f"({html.escape(status)})</h2>")
+        if "error" in entry:
+            parts.append(f"<pre>{html.escape(entry['error'])}</pre>")
+        for fig in entry.get("figures", []):
+            parts.append(f"<img src='{html.escape(fig)}' style='max-width:48%;margin:4px'>")
+    return ("<!doctype html><html><head><meta charset='utf-8'><title>GPU course report</title>"
+            "</head><body style='font-family:sans-serif;max-width:1200px;margin:auto'>"
+            + "".join(parts) + "</body></html>\n")
+
+
+def main(chapters=None, out="results") -> int:
+    report = run(chapters=chapters, out=out)
+    failed = [n for n, e in report["chapters"].items() if "error" in e]
+    for n, e in report["chapters"].items():
+        print(f"chapter {n}: " + (f"FAILED: {e['error']}" if "error" in e else
+                                  f"{len(e.get('figures', []))} figures in {e['seconds']} s"))
+    print(f"report: {pathlib.Path(out) / 'index.html'}")
+    return 1 if failed else 0
