@@ -31,8 +31,13 @@ $(VENV)/.installed-dev: pyproject.toml | $(PY)
 
 venv: $(VENV)/.installed-dev
 
+# Jupyter refuses root unless told; containers often run as root.
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
+LAB_ARGS ?=
+
 lab: $(VENV)/.installed-lab
-	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --ServerApp.root_dir=. notebooks/00_start_here.ipynb
+	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --ServerApp.root_dir=. $(ALLOW_ROOT) $(LAB_ARGS) \
+		notebooks/00_start_here.ipynb
 
 # Unit tests, then every notebook executed: chapters (notebooks/) run top to bottom,
 # solutions (solutions/) are compared output by output.
