@@ -9,7 +9,6 @@ from __future__ import annotations
 import html
 import math
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Iterable, Mapping, NamedTuple
 
 from . import specs
@@ -57,12 +56,12 @@ class _ModelResult:
                 f"<table>{body}</table></div>")
 
 
-def _int(value, what: str, minimum: int = 0) -> int:
-    """An integer argument at least ``minimum``, or a clear error."""
+def _int(value, what: str, minimum: int | None = 0) -> int:
+    """An integer argument at least ``minimum`` (None: any), or a clear error."""
     if isinstance(value, bool) or not float(value).is_integer():
         raise ModelInputError(f"{what} must be a whole number, got {value!r}.")
     value = int(value)
-    if value < minimum:
+    if minimum is not None and value < minimum:
         raise ModelInputError(f"{what} must be at least {minimum}, got {value}.")
     return value
 
@@ -106,7 +105,11 @@ OCCUPANCY_LIMITS = ("warps", "registers", "shared memory", "blocks")
 
 @dataclass(frozen=True)
 class Occupancy(_ModelResult):
-    """Resident blocks and warps per SM for one launch configuration."""
+    """Resident blocks and warps per SM for one launch configuration.
+
+    ``block_limits`` gives the blocks per SM each resource allows (inf: no limit from it);
+    ``limited_by`` names the binding ones.
+    """
 
     cc: str
     block_size: int
@@ -132,16 +135,12 @@ class Occupancy(_ModelResult):
                 f"{self.occupancy:.0%} (limited by {self.limited_by}; cc {self.cc})")
 
     def _rows(self):
-        lim = ", ".join(f"{k} {v if v < 10**6 else 'no limit'}" for k, v in self.block_limits.items())
+        lim = ", ".join(f"{k} {'no limit' if math.isinf(v) else v}" for k, v in self.block_limits.items())
         return [("launch", f"{self.block_size} threads/block, {self.regs_per_thread} regs/thread, "
                            f"{self.smem_per_block} B shared/block"),
                 ("blocks per SM allowed by", lim),
                 ("registers allocated per block", f"{self.registers_per_block:,}"),
                 ("shared memory allocated per block", f"{self.smem_allocated_per_block:,} B")]
-
-
-def _occupancy_limits_for(cc) -> specs.OccupancyLimits:
-    return specs.occupancy_limits(cc)
 
 
 def occupancy(cc, block_size: int, regs_per_thread: int = 32, smem_per_block: int = 0) -> Occupancy:
@@ -150,8 +149,8 @@ def occupancy(cc, block_size: int, regs_per_thread: int = 32, smem_per_block: in
     ``cc`` is a compute capability ("8.0", (9, 0)), a GPU name or a GPUSpec;
     ``smem_per_block`` is static plus dynamic shared memory in bytes.
     """
-    lim = _occupancy_limits_for(cc)
-    block_size = _int(block_size, "block_size")
+    lim = specs.occupancy_limits(cc)
+    block_size = _int(block_size, "block_size", None)  # range checked below, naming the limit
     if not 1 <= block_size <= lim.max_threads_per_block:
         raise SpecError(f"A block of {block_size} threads is outside 1..{lim.max_threads_per_block}, "
                         f"the threads-per-block limit on cc {lim.cc}; pick a block size in that range "
@@ -167,7 +166,7 @@ def occupancy(cc, block_size: int, regs_per_thread: int = 32, smem_per_block: in
                         f"{lim.max_shared_memory_per_block:,} B a block may use on cc {lim.cc}; "
                         "use smaller tiles.")
 
-    no_limit = 10**9
+    no_limit = math.inf
     warps_per_block = -(-block_size // lim.warp_size)
     by_warps = lim.max_warps_per_sm // warps_per_block
 
@@ -204,7 +203,7 @@ def occupancy(cc, block_size: int, regs_per_thread: int = 32, smem_per_block: in
                      warps_per_block=warps_per_block, active_blocks=active,
                      active_warps=active_warps, max_warps=lim.max_warps_per_sm,
                      occupancy=active_warps / lim.max_warps_per_sm, limited_by=binding,
-                     block_limits=MappingProxyType(limits), registers_per_block=regs_per_block,
+                     block_limits=specs.ReadOnlyDict(limits), registers_per_block=regs_per_block,
                      smem_allocated_per_block=smem_alloc)
 
 

@@ -12,7 +12,6 @@ import json
 import re
 from dataclasses import dataclass, field
 from importlib import resources
-from types import MappingProxyType
 from typing import Any, Mapping
 
 from .errors import DeviceError, PrecisionError, SpecError
@@ -30,6 +29,25 @@ PINNED_EFFICIENCY = 0.85
 PAGEABLE_FRACTION_OF_PINNED = 0.5
 
 ESTIMATED_SOURCE = "estimated from device properties"
+
+
+class ReadOnlyDict(dict):
+    """A dict that refuses changes, so frozen records stay frozen, yet copies and pickles."""
+
+    def _read_only(self, *args, **kwargs):
+        raise TypeError("This mapping is read-only; copy it with dict(...) to change it.")
+
+    __setitem__ = __delitem__ = __ior__ = _read_only
+    clear = pop = popitem = setdefault = update = _read_only
+
+    def __reduce__(self):
+        return type(self), (dict(self),)
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
 
 
 def _data(name: str) -> dict:
@@ -176,7 +194,7 @@ def _row_to_spec(row: dict) -> GPUSpec:
         memory_bytes=int(row["memory_gib"] * 2**30), memory_type=row["memory_type"],
         memory_bandwidth_GBps=float(row["memory_bandwidth_GBps"]),
         l2_bytes=int(row["l2_mib"] * 2**20) if row.get("l2_mib") else None,
-        peak_tflops=MappingProxyType(peaks), pcie_gen=row.get("pcie_gen"),
+        peak_tflops=ReadOnlyDict(peaks), pcie_gen=row.get("pcie_gen"),
         pcie_lanes=row.get("pcie_lanes"), nvlink_GBps=row.get("nvlink_GBps"),
         boost_clock_mhz=row.get("boost_clock_mhz"),
         device_names=tuple(row.get("device_names", ())), aliases=tuple(row.get("aliases", ())),
@@ -347,7 +365,7 @@ def from_device(props: Any) -> GPUSpec:
         key=str(name), name=str(name), architecture="unknown", compute_capability=cc,
         sm_count=int(sm), memory_bytes=int(mem), memory_type="",
         memory_bandwidth_GBps=bandwidth / 1e9, l2_bytes=int(l2) if l2 else None,
-        peak_tflops=MappingProxyType(peaks), pcie_gen=None, pcie_lanes=None, nvlink_GBps=None,
+        peak_tflops=ReadOnlyDict(peaks), pcie_gen=None, pcie_lanes=None, nvlink_GBps=None,
         boost_clock_mhz=None, device_names=(str(name),), aliases=(),
         notes=("Not in the course's table: bandwidth from memory clock x bus width; "
                "FP32 peak from SM clock x lanes where known; no tensor-core peaks."),
