@@ -13,7 +13,7 @@ TORCH_SPEC ?= torch==2.13.0
 JOBS ?= 2
 NBVAL := --dist loadscope --nbval-current-env --nbval-cell-timeout=600 -p no:cacheprovider
 
-.PHONY: lab test test-unit test-notebooks venv labs check-format gpu-check doctor clean
+.PHONY: lab test test-unit test-notebooks test-browser venv labs check-format gpu-check doctor clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,10 @@ test-unit: $(VENV)/.installed-dev
 test-notebooks: $(VENV)/.installed-dev
 	$(PY) -m pytest -q -n $(JOBS) --nbval-lax $(NBVAL) notebooks
 	$(PY) -m pytest -q -n $(JOBS) --nbval $(NBVAL) solutions
+
+# Every chapter in JupyterLab in headless Chromium (installs Debian's chromium if missing).
+test-browser: $(VENV)/.installed-dev
+	$(PY) tools/browser_test.py --out results/browser
 
 # Regenerate labs/ from solutions/ (never overwrites a lab a learner has edited).
 labs:

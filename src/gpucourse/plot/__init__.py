@@ -9,11 +9,9 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, Sequence
 
-import matplotlib
+import io
 
-# Importing pyplot inside a Jupyter kernel activates the inline backend, which registers
-# the formatter that renders a returned Figure as an image.
-import matplotlib.pyplot as _plt  # noqa: F401
+import matplotlib
 from matplotlib.figure import Figure
 
 from .. import device as _device
@@ -40,6 +38,30 @@ STYLE = {
     "legend.fontsize": 8,
     "legend.frameon": False,
 }
+
+
+def _figure_png(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def _register_notebook_display() -> None:
+    """Render a returned Figure as a PNG in IPython, whatever the matplotlib backend.
+
+    Figures built without pyplot are not shown by the inline backend's hooks, so the
+    course registers the PNG formatter itself.
+    """
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    ip = get_ipython()
+    if ip is not None:
+        ip.display_formatter.formatters["image/png"].for_type(Figure, _figure_png)
+
+
+_register_notebook_display()
 
 
 def new_figure(nrows: int = 1, ncols: int = 1, figsize=(7.5, 4.0), **kwargs):

@@ -1,0 +1,274 @@
+#!/usr/bin/env python3
+"""Run every chapter notebook in JupyterLab in a real (headless) Chromium.
+
+Starts JupyterLab on 127.0.0.1 at a free port with a random token, opens each notebook,
+restarts the kernel and runs all cells, fails on any error output, moves the widgets named
+in INTERACTIONS and checks that the figure they drive changes, and saves one screenshot per
+notebook. The server is shut down at the end, also when the test fails; a server left by an
+earlier, killed run is stopped first.
+
+    python tools/browser_test.py [--out DIR] [notebooks/01_….ipynb ...]
+
+Needs Debian's `chromium` (installed with apt when missing and running as root) and the
+Python package `playwright` (its own browser download is not used).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PIDFILE = pathlib.Path(tempfile.gettempdir()) / "gpucourse-browser-test.pid"
+# notebook stem → widgets to move: (description text of the control, how to move it).
+INTERACTIONS = {
+    "00_start_here": [("elements", "slider")],
+    "04_threads_and_scheduling": [("block size", "slider")],
+    "06_mixed_precision_and_quantization": [("precision", "dropdown")],
+}
+CHROMIUM_FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                  "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync",
+                  "--disable-dev-shm-usage"]
+
+
+class BrowserTestError(AssertionError):
+    pass
+
+
+def find_chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        exe = shutil.which(name)
+        if exe:
+            return exe
+    if os.geteuid() == 0 and shutil.which("apt-get"):
+        print("installing Debian's chromium with apt-get ...", flush=True)
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
+        subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], check=True, env=env,
+                       stdout=subprocess.DEVNULL)
+        exe = shutil.which("chromium")
+        if exe:
+            return exe
+    raise BrowserTestError("no Chromium found: install it (Debian/Ubuntu: "
+                           "`sudo apt-get install chromium`) and run again.")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stop_stale_server() -> None:
+    """Stop a server that an earlier, killed run left behind (its pid is in PIDFILE)."""
+    try:
+        pid = int(PIDFILE.read_text())
+    except (OSError, ValueError):
+        return
+    try:
+        os.killpg(pid, signal.SIGTERM)
+        print(f"stopped a stale JupyterLab server from an earlier run (pid {pid})")
+    except ProcessLookupError:
+        pass
+    PIDFILE.unlink(missing_ok=True)
+
+
+class LabServer:
+    """JupyterLab on 127.0.0.1 with a token, in its own process group."""
+
+    def __init__(self, log_path: pathlib.Path):
+        self.port, self.token = free_port(), secrets.token_hex(24)
+        self.log_path = log_path
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self):
+        stop_stale_server()
+        cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1",
+               f"--port={self.port}", f"--IdentityProvider.token={self.token}",
+               f"--ServerApp.root_dir={ROOT}", "--ServerApp.port_retries=0",
+               "--LabApp.news_url=None", "--LabApp.check_for_updates_class="
+               "jupyterlab.NeverCheckForUpdate"]
+        if os.geteuid() == 0:
+            cmd.append("--allow-root")
+        self._log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT,
+                                     start_new_session=True, cwd=ROOT)
+        PIDFILE.write_text(str(self.proc.pid))
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise BrowserTestError(f"JupyterLab exited at start; see {self.log_path}")
+            try:
+                with urllib.request.urlopen(f"{self.base}/api/status?token={self.token}",
+                                            timeout=2) as r:
+                    if r.status == 200:
+                        return self
+            except OSError:
+                time.sleep(0.5)
+        raise BrowserTestError(f"JupyterLab did not answer within 90 s; see {self.log_path}")
+
+    def __exit__(self, *exc):
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+        PIDFILE.unlink(missing_ok=True)
+        self._log.close()
+        return False
+
+
+def _wait_idle(page, timeout_s: float) -> None:
+    """Wait until every code cell has run: numbered prompts, none queued, kernel idle."""
+    deadline = time.time() + timeout_s
+    cells = page.locator(".jp-Notebook .jp-CodeCell")
+    prompts = page.locator(".jp-Notebook .jp-CodeCell .jp-InputPrompt")
+    while time.time() < deadline:
+        texts = prompts.all_inner_texts()
+        done = len(texts) == cells.count() and all(re.search(r"\[\d+\]", t) for t in texts)
+        idle = page.get_by_text("Python 3 (ipykernel) | Idle").count() > 0
+        # Run-all stops at an error; the cells after it never get a number.
+        if idle and (done or _error_outputs(page)):
+            return
+        time.sleep(0.5)
+    raise BrowserTestError(f"cells still running after {timeout_s:.0f} s")
+
+
+def _error_outputs(page) -> list[str]:
+    """Tracebacks shown in the notebook (JupyterLab renders errors as stderr text)."""
+    loc = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']",
+                       has_text="Traceback (most recent call last)")
+    return [loc.nth(i).inner_text()[-400:] for i in range(loc.count())]
+
+
+def _figure_signature(page, description: str) -> str:
+    """The src of the images in the widget output that follows the control."""
+    box = _widget_box(page, description)
+    imgs = box.locator(".jp-OutputArea-output img")
+    return "|".join(imgs.nth(i).get_attribute("src")[-200:] for i in range(imgs.count()))
+
+
+def _widget_box(page, description: str):
+    """The top-level widget (an Explorer VBox) that contains the control with this label."""
+    label = page.locator(".widget-label", has_text=description).first
+    return label.locator("xpath=ancestor::div[contains(@class,'jp-OutputArea-output')][1]")
+
+
+def _move(page, description: str, how: str) -> None:
+    box = _widget_box(page, description)
+    if how == "slider":
+        handle = box.locator(".noUi-handle").first
+        handle.focus()
+        handle.press("ArrowRight")
+        handle.press("ArrowRight")
+    elif how == "dropdown":
+        select = box.locator("select").first
+        options = select.locator("option")
+        current = select.input_value()
+        for i in range(options.count()):
+            value = options.nth(i).get_attribute("value")
+            label = options.nth(i).inner_text()
+            if value != current and "unavailable" not in label:
+                select.select_option(value=value)
+                return
+        raise BrowserTestError(f"dropdown {description!r} has no other available option")
+    else:
+        raise ValueError(how)
+
+
+def check_notebook(page, server: LabServer, nb: pathlib.Path, shots: pathlib.Path,
+                   timeout_s: float) -> list[str]:
+    """Run one notebook in the page; return a list of failures (empty when it passed)."""
+    rel = nb.relative_to(ROOT).as_posix()
+    page.goto(f"{server.base}/lab/workspaces/t{secrets.token_hex(4)}/tree/{rel}"
+              f"?reset&token={server.token}")
+    page.locator(".jp-Notebook").first.wait_for(timeout=60_000)
+    page.get_by_text("Python 3 (ipykernel) | Idle").first.wait_for(timeout=90_000)
+    page.locator("[data-command='notebook:restart-run-all']").first.click()
+    page.locator(".jp-Dialog-button.jp-mod-accept").first.click()
+    _wait_idle(page, timeout_s)
+    failures = [f"{rel}: error output: {e}" for e in _error_outputs(page)]
+    for description, how in INTERACTIONS.get(nb.stem, []):
+        before = _figure_signature(page, description)
+        if not before:
+            failures.append(f"{rel}: no figure under the {description!r} widget")
+            continue
+        _move(page, description, how)
+        deadline = time.time() + timeout_s
+        after = before
+        while time.time() < deadline and after == before:
+            time.sleep(0.5)
+            after = _figure_signature(page, description)
+        if after == before:
+            failures.append(f"{rel}: moving {description!r} did not change the figure")
+        else:
+            print(f"  {nb.stem}: moving {description!r} redrew the figure")
+    # Show a rendered figure (and its widget, if any) in the screenshot.
+    target = (_widget_box(page, INTERACTIONS[nb.stem][0][0]) if nb.stem in INTERACTIONS
+              else page.locator(".jp-OutputArea-output img").first)
+    if target.count():
+        target.scroll_into_view_if_needed()
+    page.screenshot(path=str(shots / f"{nb.stem}.png"), full_page=False)
+    return failures
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("notebooks", nargs="*", help="default: every notebooks/*.ipynb")
+    p.add_argument("--out", default=str(ROOT / "results" / "browser"),
+                   help="folder for screenshots and the server log")
+    p.add_argument("--timeout", type=float, default=240, help="seconds per notebook run")
+    args = p.parse_args(argv)
+    from playwright.sync_api import sync_playwright
+
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    notebooks = [pathlib.Path(n).resolve() for n in args.notebooks] or \
+        sorted((ROOT / "notebooks").glob("*.ipynb"))
+    chromium = find_chromium()
+    failures: list[str] = []
+    with LabServer(out / "jupyterlab.log") as server, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
+        try:
+            context = browser.new_context(viewport={"width": 1400, "height": 1000})
+            for nb in notebooks:
+                t0 = time.time()
+                page = context.new_page()
+                try:
+                    found = check_notebook(page, server, nb, out, args.timeout)
+                except Exception as exc:  # record and go on to the next notebook
+                    page.screenshot(path=str(out / f"{nb.stem}.png"))
+                    found = [f"{nb.name}: {type(exc).__name__}: {str(exc).splitlines()[0]}"]
+                finally:
+                    page.close()
+                status = "ok" if not found else "FAILED"
+                print(f"{nb.name}: {status} in {time.time() - t0:.0f} s", flush=True)
+                failures += found
+        finally:
+            browser.close()
+    print(f"screenshots: {out}")
+    for f in failures:
+        print("  " + f)
+    print(f"{len(notebooks) - len({f.split(':')[0] for f in failures})} passed, "
+          f"{len({f.split(':')[0] for f in failures})} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
