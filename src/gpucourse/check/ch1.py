@@ -1,0 +1,281 @@
+"""Lab checkers of chapter 1: coalesced indexing, arithmetic intensity, roofline bounds,
+timing an asynchronous operation, and the cost of a host-to-device transfer.
+
+Each checker raises AssertionError saying what is wrong and prints one line when right.
+They use ``kernels`` and ``models`` (never ``experiments``).
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import numpy as np
+
+from .. import device, models, specs
+from ..errors import CourseError
+from . import Exercise, assert_close, random_array
+from .timing import SimulatedAsyncDevice, check_timer
+
+# --------------------------------------------------------------------------- 1.1 coalescing
+
+CHUNKED_ELEMENT = r"""
+// The index of the k-th element (k = 0, 1, ...) that this thread handles, of n.
+__device__ long long element(int k, int n) {
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;  // this thread
+    const long long T = (long long)gridDim.x * blockDim.x;                  // threads in the grid
+    const long long per_thread = (n + T - 1) / T;
+    return t * per_thread + k;  // each thread takes a contiguous chunk, as one would on a CPU
+}
+"""
+
+SCALE_KERNEL = r"""
+// y[i] = a * x[i] for n floats. A grid of T threads handles n > T elements, so each thread
+// handles several: the k-th is element(k, n).
+extern "C" __global__ void scale(const float* x, float* y, float a, int n) {
+    const long long T = (long long)gridDim.x * blockDim.x;
+    const int iterations = (int)((n + T - 1) / T);
+    for (int k = 0; k < iterations; ++k) {
+        const long long i = element(k, n);
+        if (i >= 0 && i < n) y[i] = a * x[i];
+    }
+}
+"""
+
+# Appended to the learner's element(): records which element each thread takes at each step,
+# so the sector model can look at every warp's addresses.
+_PROBE = r"""
+extern "C" __global__ void ch1_probe_element(long long* idx, int n, int iterations) {
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long T = (long long)gridDim.x * blockDim.x;
+    for (int k = 0; k < iterations; ++k) idx[(long long)k * T + t] = element(k, n);
+}
+"""
+
+# (n, blocks, threads per block): n larger than the grid so every thread loops, sizes that
+# divide nothing, and a block that is not a multiple of the warp size.
+SCALE_CASES = ((1, 1, 32), (1000, 2, 128), (4099, 3, 96), (10007, 4, 64), (5000, 2, 80))
+
+
+def warp_accesses(idx: np.ndarray, n: int, blocks: int, threads: int, iterations: int):
+    """Yield (step, block, warp, element indices of its active lanes) from a probe run."""
+    total = blocks * threads
+    for k in range(iterations):
+        step = idx[k * total:(k + 1) * total]
+        for b in range(blocks):
+            for w in range(math.ceil(threads / 32)):
+                lanes = step[b * threads + 32 * w: b * threads + min(threads, 32 * (w + 1))]
+                active = lanes[(lanes >= 0) & (lanes < n)]
+                if active.size:
+                    yield k, b, w, active
+
+
+def _min_sectors(count: int, elem_bytes: int = 4) -> int:
+    """Sectors a warp needs for ``count`` contiguous elements (one more if not aligned)."""
+    return math.ceil(count * elem_bytes / models.SECTOR_BYTES) + 1
+
+
+def check_coalesced_scale(element_source: str, number: str = "1.1") -> None:
+    """The learner's ``element(k, n)`` in ``SCALE_KERNEL``: right at awkward sizes and grids (on
+    the emulator without a GPU), and every warp access as few 32-byte sectors as its lanes need
+    (the sector model, on the element each thread takes)."""
+    from .. import kernels
+
+    with Exercise(number, "coalesced indexing"):
+        if "NotImplementedError" in element_source:
+            raise NotImplementedError
+        assert "element" in element_source, (
+            "define `__device__ long long element(int k, int n)`: the kernel and the checker "
+            "call it to see which element each thread takes.")
+        try:
+            mod = kernels.from_source(element_source + SCALE_KERNEL + _PROBE, name="exercise_1_1.cu")
+            mod.scale, mod.ch1_probe_element  # noqa: B018 (both must exist)
+        except CourseError as exc:
+            raise AssertionError(f"the kernel does not build: {exc}") from None
+        for n, blocks, threads in SCALE_CASES:
+            x_host = random_array(n, np.float32, seed=n)
+            x, y = device.asarray(x_host), device.empty(n, np.float32)
+            a = np.float32(1.75)
+            mod.scale((blocks,), (threads,), (x, y, a, np.int32(n)))
+            try:
+                assert_close(device.to_host(y), x_host * a, rtol=1e-6, atol=0,
+                             name=f"y for n={n} with {blocks} blocks of {threads} threads")
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}\nEvery element must be scaled exactly once for any "
+                                     "grid: the steps k = 0, 1, ... of all threads together must "
+                                     "cover 0..n-1.") from None
+        for n, blocks, threads in SCALE_CASES:
+            total = blocks * threads
+            iterations = math.ceil(n / total)
+            idx = device.asarray(np.full(iterations * total, -1, np.int64))
+            mod.ch1_probe_element((blocks,), (threads,), (idx, np.int32(n), np.int32(iterations)))
+            for k, b, w, lanes in warp_accesses(device.to_host(idx), n, blocks, threads, iterations):
+                sec = models.sectors([int(i) * 4 for i in lanes], 4)
+                if sec.sectors > _min_sectors(lanes.size):
+                    shown = ", ".join(str(int(i)) for i in lanes[:4])
+                    raise AssertionError(
+                        f"not coalesced: at step k={k}, warp {w} of block {b} reads elements "
+                        f"{shown}, ... (n={n}, {blocks} blocks of {threads}). Its {lanes.size} lanes "
+                        f"touch {sec.sectors} sectors of 32 B where {_min_sectors(lanes.size) - 1} "
+                        f"would do ({sec.efficiency:.0%} efficiency in the sector model). "
+                        "Neighbouring threads should take neighbouring elements at each step.")
+
+
+# --------------------------------------------------------------------------- 1.2 intensity
+
+def _ai_vector_add(e):
+    return 1 / (3 * e)
+
+
+def _ai_sum(e):
+    return 1 / e
+
+
+def _ai_matmul(m, n, k, e):
+    return 2 * m * n * k / (e * (m * k + k * n + m * n))
+
+
+def check_intensity(vector_add_ai: Callable, sum_ai: Callable, matmul_ai: Callable,
+                    number: str = "1.2") -> None:
+    """FLOP per byte of vector add, sum and matmul, at several element sizes and shapes."""
+    with Exercise(number, "arithmetic intensity"):
+        for e in (4, 2, 1):
+            got = float(vector_add_ai(e))
+            assert math.isclose(got, _ai_vector_add(e), rel_tol=1e-6), (
+                f"vector_add_ai({e}) = {got:.4g}, expected {_ai_vector_add(e):.4g} FLOP/byte: "
+                "one addition per element, and every element of a, b and out crosses memory once.")
+            got = float(sum_ai(e))
+            assert math.isclose(got, _ai_sum(e), rel_tol=1e-6), (
+                f"sum_ai({e}) = {got:.4g}, expected {_ai_sum(e):.4g} FLOP/byte: one addition per "
+                "element read (the single output is negligible).")
+        for shape in ((4096, 4096, 4096, 2), (1024, 1024, 1024, 4), (8, 4096, 4096, 2),
+                      (4096, 1, 4096, 4), (512, 2048, 64, 1)):
+            got, want = float(matmul_ai(*shape)), _ai_matmul(*shape)
+            m, n, k, e = shape
+            assert math.isclose(got, want, rel_tol=1e-6), (
+                f"matmul_ai(m={m}, n={n}, k={k}, elem_bytes={e}) = {got:.4g}, expected {want:.4g}: "
+                "2*m*n*k FLOPs (a multiply and an add per term) over the bytes of A (m x k), "
+                "B (k x n) and C (m x n), each moved once.")
+
+
+# --------------------------------------------------------------------------- 1.3 roofline bound
+
+# (what, flops, bytes, gpu, precision): near and far from the ridge points, on GPUs with
+# different ridges, so that the wrong ceiling or the wrong combination changes an answer.
+BOUND_CASES = (
+    ("vector add of 2^28 fp32", 2**28, 3 * 4 * 2**28, "H100-SXM", "fp32"),
+    ("matmul 4096^3 fp16", 2 * 4096**3, 3 * 2 * 4096**2, "A100-SXM4-80GB", "fp16"),
+    ("matmul 8 x 4096 x 4096 fp16 (a decode step)", 2 * 8 * 4096 * 4096,
+     2 * (8 * 4096 + 4096 * 4096 + 8 * 4096), "H100-SXM", "fp16"),
+    ("matmul 256^3 fp32", 2 * 256**3, 3 * 4 * 256**2, "T4", "fp32"),
+    ("matmul 256^3 fp16", 2 * 256**3, 3 * 2 * 256**2, "T4", "fp16"),
+    ("matmul 1024^3 bf16", 2 * 1024**3, 3 * 2 * 1024**2, "H200", "bf16"),
+    ("matmul 1024^3 bf16", 2 * 1024**3, 3 * 2 * 1024**2, "L4", "bf16"),
+    ("layer norm of 2^24 fp16 (8 FLOP/element)", 8 * 2**24, 2 * 2 * 2**24, "A10", "fp16"),
+    ("matmul 128^3 fp32", 2 * 128**3, 3 * 4 * 128**2, "RTX-4090", "fp32"),
+)
+
+
+def check_bound(roofline_time: Callable, number: str = "1.3") -> None:
+    """``roofline_time(flops, nbytes, gpu, precision) -> (seconds, "memory" | "compute")``."""
+    with Exercise(number, "roofline time and bound"):
+        for what, flops, nbytes, gpu, prec in BOUND_CASES:
+            ref = models.roofline(flops, nbytes, gpu, prec)
+            out = roofline_time(flops, nbytes, gpu, prec)
+            assert isinstance(out, tuple) and len(out) == 2, (
+                f"return a tuple (seconds, 'memory' or 'compute'), got {out!r}")
+            t, bound = out
+            assert bound in ("memory", "compute"), f"the bound is 'memory' or 'compute', got {bound!r}"
+            assert math.isclose(float(t), ref.time, rel_tol=1e-3), (
+                f"{what} on the {gpu} ({prec}): {float(t):.4g} s, expected {ref.time:.4g} s "
+                f"= max(FLOPs / peak {prec} FLOP/s, bytes / bandwidth in bytes/s): compute and "
+                "memory traffic overlap, so the slower of the two sets the time.")
+            assert bound == ref.bound, (
+                f"{what} on the {gpu} ({prec}): {ref.bound}-bound, not {bound}-bound: its intensity "
+                f"{ref.intensity:.3g} FLOP/byte is {'below' if ref.bound == 'memory' else 'above'} "
+                f"the ridge point {ref.ridge_point:.3g} of that GPU at {prec}.")
+
+
+# --------------------------------------------------------------------------- 1.4 timing
+
+def check_bandwidth_timer(effective_bandwidth: Callable, nbytes: int = 64 * 2**20,
+                          number: str = "1.4") -> float:
+    """``effective_bandwidth(launch, synchronize, nbytes) -> GB/s`` on a simulated asynchronous device.
+
+    Uses ``check_timer``: a version without synchronization or without warm-up fails.
+    """
+    def measure(launch, synchronize):
+        gbps = effective_bandwidth(launch, synchronize, nbytes)
+        assert isinstance(gbps, (int, float, np.floating)) and gbps > 0, (
+            f"return the bandwidth as a positive number of GB/s, got {gbps!r}")
+        expected = nbytes / SimulatedAsyncDevice().work_s / 1e9
+        assert gbps < 1e4 * expected, (
+            f"{float(gbps):.3g} is far too large: return GB/s (10^9 bytes per second), "
+            "not bytes per second.")
+        return float(nbytes / (float(gbps) * 1e9))
+
+    seconds = check_timer(measure, number=number, title="effective bandwidth of an asynchronous copy")
+    return nbytes / seconds / 1e9
+
+
+# --------------------------------------------------------------------------- 1.5 transfers
+
+TRANSFER_CASES = ((4 * 2**10, "T4", True), (2**20, "H100-SXM", True), (256 * 2**20, "A10", False),
+                  (3 * 224 * 224 * 4 * 256, "L4", True), (1, "H200", False),
+                  (10**9, "V100-SXM2-16GB", True))
+
+
+def _ref_transfer(nbytes, gpu, pinned=True) -> float:
+    return models.transfer_time(nbytes, gpu, pinned=pinned).time
+
+
+def _ref_worth_moving(batch_bytes, result_bytes, cpu_s, gpu_s, gpu, pinned=True, reuses=1) -> bool:
+    move = _ref_transfer(batch_bytes, gpu, pinned) + reuses * gpu_s + _ref_transfer(result_bytes, gpu, pinned)
+    return move < reuses * cpu_s
+
+
+def _decision_cases():
+    """Cases whose answers flip when one part of the cost is left out or mis-scaled."""
+    cases = []
+
+    def near(batch, result, gpu, pinned, reuses, gpu_s, leave_out):
+        """A case whose CPU time sits just beyond ``leave_out``'s share of the cost."""
+        up, down = _ref_transfer(batch, gpu, pinned), _ref_transfer(result, gpu, pinned)
+        total = up + reuses * gpu_s + down
+        share = {"latency": 2 * models.TRANSFER_LATENCY_S, "d2h": down,
+                 "pageable": up + down - _ref_transfer(batch, gpu, True)
+                 - _ref_transfer(result, gpu, True)}.get(leave_out, 0.0)
+        if leave_out == "reuses":  # worth it only when the copies are shared by all the passes
+            return (batch, result, 1.1 * total / reuses, gpu_s, gpu, pinned, reuses)
+        cpu = (total - share / 2) / reuses  # worth it only without the left-out part
+        return (batch, result, cpu, gpu_s, gpu, pinned, reuses)
+
+    cases.append(near(2**10, 2**10, "H100-SXM", True, 1, 1e-6, "latency"))
+    cases.append(near(64 * 2**20, 64 * 2**20, "A100-SXM4-80GB", True, 1, 2e-5, "d2h"))
+    cases.append(near(64 * 2**20, 2**10, "A10", False, 1, 1e-4, "pageable"))
+    cases.append(near(512 * 2**20, 2**20, "L4", True, 50, 1e-3, "reuses"))
+    cases.append((2**30, 2**20, 5.0, 0.01, "H200", True, 1))      # clearly worth it
+    cases.append((2**30, 2**30, 0.01, 0.001, "T4", True, 1))      # clearly not
+    return cases
+
+
+def check_transfer(transfer_seconds: Callable, worth_moving: Callable, number: str = "1.5") -> None:
+    """``transfer_seconds(nbytes, gpu, pinned)`` against the transfer model, and the move decision."""
+    with Exercise(number, "transfer time and the move/don't-move decision"):
+        for nbytes, gpu, pinned in TRANSFER_CASES:
+            got, want = float(transfer_seconds(nbytes, gpu, pinned)), _ref_transfer(nbytes, gpu, pinned)
+            spec = specs.lookup(gpu)
+            assert math.isclose(got, want, rel_tol=1e-3), (
+                f"transfer_seconds({nbytes:,} bytes, {gpu!r}, pinned={pinned}) = {got:.4g} s, "
+                f"expected {want:.4g} s = {models.TRANSFER_LATENCY_S * 1e6:g} µs latency + bytes / "
+                f"{spec.link_bandwidth_Bps(pinned) / 1e9:.3g} GB/s "
+                f"(spec.link_bandwidth_Bps(pinned={pinned}) for the {spec.name}).")
+        for case in _decision_cases():
+            batch, result, cpu_s, gpu_s, gpu, pinned, reuses = case
+            want = _ref_worth_moving(*case)
+            got = worth_moving(batch, result, cpu_s, gpu_s, gpu, pinned=pinned, reuses=reuses)
+            assert isinstance(got, (bool, np.bool_)), f"return True or False, got {got!r}"
+            assert bool(got) == want, (
+                f"worth_moving(batch={batch:,} B, result={result:,} B, cpu {cpu_s:.3g} s, gpu "
+                f"{gpu_s:.3g} s, {gpu}, pinned={pinned}, reuses={reuses}) should be {want}: compare "
+                "reuses x CPU time with sending the batch once + reuses x GPU time + bringing the "
+                "result back once, each copy with its latency and the same kind of host memory.")

@@ -1,0 +1,641 @@
+"""Lab checkers of chapter 2 (memory management), and the probes they use.
+
+- ``TorchAllocationCounter``: counts tensors whose storage is new (an allocation) while a
+  block runs, through a ``TorchFunctionMode``.
+- ``HostTensor``: a CPU tensor that records how a training loop moves it (was it pinned,
+  was the copy ``non_blocking``, was it used for compute before being moved), so a loop
+  written for a GPU can be checked on any machine.
+- ``trace_shared_accesses``: rebuilds a CUDA C kernel with its ``__shared__`` array wrapped
+  so that every access logs the element each thread touched; the log is grouped by warp and
+  by access, and each group goes through ``models.bank_conflicts``.
+"""
+from __future__ import annotations
+
+import math
+import re
+import threading
+from typing import Callable
+
+import numpy as np
+
+from .. import models
+from . import Exercise, assert_close, random_array, rng
+
+# --------------------------------------------------------------------------- allocation counter
+
+
+def _storage_ptrs(obj, out: set) -> None:
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        try:
+            out.add(obj.untyped_storage().data_ptr())
+        except Exception:  # tensors without storage (meta, sparse) allocate nothing we count
+            pass
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            _storage_ptrs(v, out)
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            _storage_ptrs(v, out)
+
+
+class TorchAllocationCounter:
+    """Context manager counting torch results that live in NEW storage (an allocation).
+
+    In-place ops, ``out=`` and views reuse their inputs' storage and count nothing.
+
+    >>> with TorchAllocationCounter() as c:
+    ...     y = a * b + c        # two allocations: a*b and the sum
+    >>> c.count
+    2
+    """
+
+    def __init__(self):
+        self.count = 0
+        self.bytes = 0
+        self.ops: list[str] = []
+        self._mode = None
+
+    def __enter__(self):
+        from torch.overrides import TorchFunctionMode
+
+        counter = self
+
+        class _Mode(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                before: set = set()
+                _storage_ptrs(args, before)
+                _storage_ptrs(kwargs, before)
+                out = func(*args, **kwargs)
+                counter._record(func, out, before)
+                return out
+
+        self._mode = _Mode()
+        self._mode.__enter__()
+        return self
+
+    def _record(self, func, out, before: set) -> None:
+        import torch
+
+        outs = out if isinstance(out, (list, tuple)) else (out,)
+        for o in outs:
+            if not isinstance(o, torch.Tensor):
+                continue
+            try:
+                st = o.untyped_storage()
+            except Exception:
+                continue
+            if st.nbytes() and st.data_ptr() not in before:
+                before.add(st.data_ptr())
+                self.count += 1
+                self.bytes += st.nbytes()
+                self.ops.append(getattr(func, "__name__", str(func)))
+
+    def __exit__(self, *exc):
+        self._mode.__exit__(*exc)
+        return False
+
+
+def count_torch_allocations(fn: Callable, *args, **kwargs) -> TorchAllocationCounter:
+    """Run ``fn`` once under a TorchAllocationCounter and return the counter."""
+    with TorchAllocationCounter() as c:
+        fn(*args, **kwargs)
+    return c
+
+
+# --------------------------------------------------------------------------- host-tensor spy
+
+_VIEW_OPS = {"__getitem__", "narrow", "view", "reshape", "split", "chunk", "unbind", "select",
+             "__len__", "size", "dim", "numel", "stride", "storage_offset", "data_ptr",
+             "untyped_storage", "contiguous", "__iter__", "__format__", "__repr__", "__get__",
+             "is_contiguous", "element_size", "nelement", "detach", "__reduce_ex__", "__hash__",
+             "__bool__", "__index__", "__int__", "__float__", "__eq__", "flatten", "squeeze",
+             "unsqueeze", "expand", "tolist", "item", "__array__", "numpy", "clone"}
+
+
+class _LoopRecorder:
+    """What a training loop did with its host tensors."""
+
+    def __init__(self):
+        self.pinned_storages: set[int] = set()
+        self.pin_calls: list[int] = []          # elements pinned per call
+        self.copies: list[tuple[bool, bool]] = []  # (source pinned, non_blocking) per move
+        self.host_compute: list[str] = []
+
+
+_RECORDER = threading.local()
+
+
+def _rec() -> _LoopRecorder | None:
+    return getattr(_RECORDER, "value", None)
+
+
+def _is_device(x) -> bool:
+    import torch
+
+    return isinstance(x, torch.device) or (isinstance(x, str) and x.split(":")[0] in
+                                           ("cpu", "cuda", "mps", "xpu", "meta"))
+
+
+def _make_host_tensor_class():
+    import torch
+
+    class HostTensor(torch.Tensor):
+        """A tensor in host memory whose moves to the device are recorded."""
+
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            rec = _rec()
+            name = getattr(func, "__name__", "")
+            if rec is None:
+                return super().__torch_function__(func, types, args, kwargs)
+            if name == "pin_memory":
+                src = args[0]
+                with torch._C.DisableTorchFunctionSubclass():
+                    copy = src.clone()  # pinning copies into page-locked memory
+                out = copy.as_subclass(cls)
+                rec.pinned_storages.add(out.untyped_storage().data_ptr())
+                rec.pin_calls.append(src.numel())
+                return out
+            if name == "is_pinned":
+                return args[0].untyped_storage().data_ptr() in rec.pinned_storages
+            if name in ("to", "cuda"):
+                src = args[0]
+                moves = name == "cuda" or any(_is_device(a) for a in args[1:]) or \
+                    _is_device(kwargs.get("device"))
+                if moves:
+                    pinned = src.untyped_storage().data_ptr() in rec.pinned_storages
+                    rec.copies.append((pinned, bool(kwargs.get("non_blocking", False))))
+                    with torch._C.DisableTorchFunctionSubclass():
+                        plain = torch.Tensor.as_subclass(src, torch.Tensor)
+                        dtype = kwargs.get("dtype") or next(
+                            (a for a in args[1:] if isinstance(a, torch.dtype)), None)
+                        return plain.clone() if dtype is None else plain.to(dtype)
+            if name == "copy_" and len(args) > 1 and isinstance(args[1], cls) \
+                    and not isinstance(args[0], cls):
+                src = args[1]
+                pinned = src.untyped_storage().data_ptr() in rec.pinned_storages
+                rec.copies.append((pinned, bool(kwargs.get("non_blocking",
+                                                           args[2] if len(args) > 2 else False))))
+                with torch._C.DisableTorchFunctionSubclass():
+                    return args[0].copy_(torch.Tensor.as_subclass(src, torch.Tensor))
+            if name not in _VIEW_OPS and name not in ("to", "cuda"):
+                rec.host_compute.append(name)
+            return super().__torch_function__(func, types, args, kwargs)
+
+    return HostTensor
+
+
+_HOST_TENSOR = None
+
+
+def host_tensor(t):
+    """Wrap a CPU tensor as a HostTensor (records pins and device copies inside ``record_loop``)."""
+    global _HOST_TENSOR
+    if _HOST_TENSOR is None:
+        _HOST_TENSOR = _make_host_tensor_class()
+    return t.as_subclass(_HOST_TENSOR)
+
+
+class record_loop:
+    """Context manager: HostTensors record what happens to them while it is active."""
+
+    def __enter__(self) -> _LoopRecorder:
+        self.rec = _LoopRecorder()
+        _RECORDER.value = self.rec
+        return self.rec
+
+    def __exit__(self, *exc):
+        _RECORDER.value = None
+        return False
+
+
+# --------------------------------------------------------------------------- exercise 2.1
+
+def _bank_cases() -> dict[str, list[int]]:
+    """Warp access patterns (byte addresses, 4-byte words) that tell right from wrong."""
+    g = rng(21)
+    cases = {
+        "stride 1 (tile[tx])": [4 * i for i in range(32)],
+        "stride 2 (tile[2*tx])": [8 * i for i in range(32)],
+        "stride 3": [12 * i for i in range(32)],
+        "stride 8": [32 * i for i in range(32)],
+        "column of float t[32][32] (t[tx][0])": [128 * i for i in range(32)],
+        "column of float t[32][33] (t[tx][0])": [132 * i for i in range(32)],
+        "column of float t[32][34]": [136 * i for i in range(32)],
+        "broadcast (every lane reads t[0])": [0] * 32,
+        "two words, 16 lanes each": [0 if i < 16 else 128 for i in range(32)],
+        "pairs of lanes read one word": [4 * (i // 2) for i in range(32)],
+        "shifted base (offset 4 words)": [16 + 4 * i for i in range(32)],
+        "half a warp, stride 16": [64 * i for i in range(16)],
+        "random permutation": [4 * int(v) for v in g.permutation(32)],
+        "random words in 8 KiB": [4 * int(v) for v in g.integers(0, 2048, 32)],
+        "same bank, 4 distinct words repeated": [128 * (i % 4) for i in range(32)],
+    }
+    return cases
+
+
+def check_bank_ways(bank_ways: Callable, number: str = "2.1",
+                    title: str = "counting bank conflicts") -> None:
+    """``bank_ways(byte_addresses) -> int`` must equal the n-way of models.bank_conflicts."""
+    with Exercise(number, title):
+        for name, addrs in _bank_cases().items():
+            want = models.bank_conflicts(addrs).ways
+            got = bank_ways(list(addrs))
+            assert isinstance(got, (int, np.integer)), \
+                f"return an int (the n of an n-way conflict), got {type(got).__name__}"
+            if int(got) != want:
+                hint = ""
+                if name.startswith("broadcast") or "pairs" in name or "two words" in name:
+                    hint = (" Lanes that read the SAME 4-byte word are served at once "
+                            "(a broadcast): count distinct words per bank, not lanes.")
+                elif "stride 8" in name or "column" in name:
+                    hint = " The bank of a byte address a is (a // 4) % 32."
+                raise AssertionError(f"pattern {name!r}: you say {int(got)}-way, the right answer "
+                                     f"is {want}-way.{hint}")
+
+
+# --------------------------------------------------------------------------- exercise 2.3
+
+def _loop_problem(seed: int = 0, batches: int = 5, batch: int = 16, features: int = 24,
+                  classes: int = 5):
+    import torch
+
+    x = random_array((batches * batch, features), np.float32, seed=seed, kind="uniform")
+    w = rng(seed + 1).standard_normal((features, classes)).astype(np.float32)
+    y = np.argmax(x @ w, axis=1).astype(np.int64)
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(features, 32), torch.nn.ReLU(),
+                                torch.nn.Linear(32, classes))
+    return torch.from_numpy(x), torch.from_numpy(y), model, batch
+
+
+def check_pinned_loop(train_fast: Callable, train_step: Callable, number: str = "2.3",
+                      title: str = "pinned memory and non-blocking copies") -> None:
+    """``train_fast(model, opt, X, Y, batch, device)`` must train like the naive loop, pin
+    the host data once, and copy every batch from pinned memory with ``non_blocking=True``.
+
+    Runs on the CPU: X and Y are HostTensors that record pins and copies (a CPU build of
+    PyTorch cannot pin memory, so pinning is simulated).
+    """
+    import torch
+
+    with Exercise(number, title):
+        X, Y, model, batch = _loop_problem()
+        ref = _clone_model(model)
+        ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+        for i in range(0, len(X), batch):
+            train_step(ref, ref_opt, X[i:i + batch], Y[i:i + batch])
+
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        with record_loop() as rec:
+            train_fast(model, opt, host_tensor(X.clone()), host_tensor(Y.clone()), batch, "cpu")
+        n_batches = len(X) // batch
+        assert rec.copies, ("the loop never moved a batch to the device: call "
+                            "`.to(device, non_blocking=True)` on each batch.")
+        assert not rec.host_compute, (
+            f"the loop computed with host tensors ({', '.join(sorted(set(rec.host_compute)))}) "
+            "instead of moving each batch to the device first.")
+        assert rec.pin_calls, ("nothing was pinned: call `.pin_memory()` on X and Y once, before "
+                               "the loop (page-locked memory is what the DMA engine can read).")
+        assert len(rec.pin_calls) <= 2, (
+            f"pin_memory() ran {len(rec.pin_calls)} times: pinning is itself a copy into "
+            "page-locked memory (and locking pages is slow); pin X and Y once, outside the loop.")
+        unpinned = sum(not p for p, _ in rec.copies)
+        assert unpinned == 0, (
+            f"{unpinned} of {len(rec.copies)} copies read pageable memory: copy slices of the "
+            "PINNED tensors (slicing keeps them pinned; fancy indexing or .contiguous() does not).")
+        blocking = sum(not nb for _, nb in rec.copies)
+        assert blocking == 0, (
+            f"{blocking} of {len(rec.copies)} copies are blocking: pass non_blocking=True so the "
+            "host queues the copy and moves on.")
+        assert len(rec.copies) >= 2 * n_batches, (
+            f"{len(rec.copies)} copies for {n_batches} batches of X and Y: copy each batch as it "
+            "is needed (the whole data set once is the 'resident' version, not this exercise).")
+        for (name, a), b in zip(model.named_parameters(), ref.parameters()):
+            assert_close(a.detach(), b.detach(), rtol=1e-5, atol=1e-6,
+                         name=f"{name} after training (compared with the naive loop)")
+
+
+def _clone_model(model):
+    import copy
+
+    return copy.deepcopy(model)
+
+
+# --------------------------------------------------------------------------- exercise 2.4
+
+def _momentum_reference(w, v, grads, lr, beta):
+    w, v = w.clone(), v.clone()
+    for g in grads:
+        v = beta * v + g
+        w = w - lr * v
+    return w, v
+
+
+def check_buffer_reuse(momentum_steps: Callable, number: str = "2.4",
+                       title: str = "a loop that reuses its buffers") -> None:
+    """``momentum_steps(w, v, grads, lr, beta)`` updates w and v in place, allocating
+    nothing per iteration, and matches the allocating version."""
+    import torch
+
+    with Exercise(number, title):
+        for n, steps in ((1, 1), (7, 3), (4099, 5)):
+            w = torch.from_numpy(random_array(n, np.float32, seed=n))
+            v = torch.from_numpy(random_array(n, np.float32, seed=n + 1, kind="uniform"))
+            grads = [torch.from_numpy(random_array(n, np.float32, seed=n + 2 + k)) for k in range(steps)]
+            want_w, want_v = _momentum_reference(w, v, grads, 0.05, 0.9)
+            w_id, v_id = w.untyped_storage().data_ptr(), v.untyped_storage().data_ptr()
+            momentum_steps(w, v, grads, 0.05, 0.9)
+            assert w.untyped_storage().data_ptr() == w_id and v.untyped_storage().data_ptr() == v_id, \
+                "update w and v in place (w.add_, v.mul_, ...): the caller's tensors must change"
+            assert_close(v, want_v, name=f"v after {steps} steps (n={n})")
+            assert_close(w, want_w, name=f"w after {steps} steps (n={n})")
+        n = 10_007
+        w = torch.from_numpy(random_array(n, np.float32, seed=1))
+        v = torch.from_numpy(random_array(n, np.float32, seed=2))
+        few = [torch.from_numpy(random_array(n, np.float32, seed=3 + k)) for k in range(2)]
+        many = [torch.from_numpy(random_array(n, np.float32, seed=3 + k)) for k in range(10)]
+        c_few = count_torch_allocations(momentum_steps, w, v, few, 0.05, 0.9)
+        c_many = count_torch_allocations(momentum_steps, w, v, many, 0.05, 0.9)
+        per_step = (c_many.count - c_few.count) / (len(many) - len(few))
+        assert per_step <= 0, (
+            f"the loop allocates {per_step:g} new tensor(s) per iteration "
+            f"(ops that made them: {', '.join(sorted(set(c_many.ops)))}); use in-place ops "
+            "(mul_, add_ with alpha=...) or out= so every iteration reuses the same memory.")
+
+
+# --------------------------------------------------------------------------- exercise 2.5
+
+def _mixed_reference(model) -> dict:
+    """Real tensors of bf16 training with fp32 master weights and Adam, their nbytes."""
+    import torch
+
+    half = [p.detach().to(torch.bfloat16).requires_grad_() for p in model.parameters()]
+    for h in half:
+        h.grad = torch.zeros_like(h)
+    master = [p.detach().float().clone().requires_grad_() for p in model.parameters()]
+    for m in master:
+        m.grad = torch.zeros_like(m)
+    opt = torch.optim.Adam(master, lr=1e-3)
+    opt.step()
+    state = sum(v.nbytes for s in opt.state.values() for k, v in s.items()
+                if k in ("exp_avg", "exp_avg_sq"))
+    return {"weights": sum(h.nbytes for h in half), "gradients": sum(h.grad.nbytes for h in half),
+            "master_copy": sum(m.nbytes for m in master), "optimizer_state": state}
+
+
+def _footprint_models():
+    import torch
+
+    torch.manual_seed(0)
+    return [torch.nn.Linear(7, 3),
+            torch.nn.Sequential(torch.nn.Linear(33, 65), torch.nn.ReLU(), torch.nn.Linear(65, 17, bias=False)),
+            torch.nn.Sequential(torch.nn.Embedding(101, 24), torch.nn.LayerNorm(24), torch.nn.Linear(24, 5))]
+
+
+def check_mixed_bytes(mixed_precision_bytes: Callable, number: str = "2.5",
+                      title: str = "memory of mixed-precision training") -> None:
+    """``mixed_precision_bytes(model) -> dict`` equals the nbytes of the real tensors."""
+    with Exercise(number, title):
+        for model in _footprint_models():
+            got = mixed_precision_bytes(model)
+            want = _mixed_reference(model)
+            assert isinstance(got, dict) and set(want) <= set(got), \
+                f"return a dict with the keys {sorted(want)}"
+            what = type(model).__name__ if not hasattr(model, "__len__") else \
+                " + ".join(type(m).__name__ for m in model)
+            for k in want:
+                assert int(got[k]) == want[k], (
+                    f"{k} of a {what} with {sum(p.numel() for p in model.parameters())} "
+                    f"parameters: you say {int(got[k])} bytes, the real tensors hold {want[k]}."
+                    + (" Biases and norm/embedding weights are parameters too." if k == "weights" else "")
+                    + (" Adam keeps two fp32 values per parameter." if k == "optimizer_state" else "")
+                    + (" The master copy is fp32: 4 bytes per parameter." if k == "master_copy" else ""))
+
+
+# --------------------------------------------------------------------------- shared-memory trace
+
+# Byte widths of the element types a shared array may have (vector types count whole).
+_ELEM_BYTES = {"float": 4, "int": 4, "unsigned": 4, "unsigned int": 4, "uint32_t": 4, "int32_t": 4,
+               "double": 8, "long long": 8, "unsigned long long": 8, "int64_t": 8, "uint64_t": 8,
+               "short": 2, "unsigned short": 2, "__half": 2, "half": 2, "__nv_bfloat16": 2,
+               "char": 1, "unsigned char": 1, "int8_t": 1, "uint8_t": 1, "float2": 8, "int2": 8,
+               "float4": 16, "int4": 16}
+
+TRACE_THREADS = 1024
+TRACE_SLOTS = 64  # accesses logged per thread (the first is the count)
+
+_TRACE_PRELUDE = r"""
+// ---- added by gpucourse.check.ch2: log every shared-memory access of block (0, 0, 0)
+static unsigned int gc_trace_buf[%(threads)d * %(slots)d];
+static inline void gc_trace_note(int array, long long byte_offset) {
+  if (blockIdx.x || blockIdx.y || blockIdx.z) return;
+  unsigned r = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  if (r >= %(threads)d) return;
+  unsigned int* slot = gc_trace_buf + r * %(slots)d;
+  unsigned k = slot[0];
+  if (k + 1 < %(slots)d) {
+    slot[k + 1] = ((unsigned)array << 24) | (unsigned)(byte_offset & 0xFFFFFF);
+    slot[0] = k + 1;
+  }
+}
+template <class T, long long P> struct gc_trace_row {
+  T* base; long long r; int id;
+  T& operator[](long long c) const { gc_trace_note(id, (r * P + c) * (long long)sizeof(T)); return base[r * P + c]; }
+};
+template <class T, long long P> struct gc_trace_2d {
+  T* base; int id;
+  gc_trace_row<T, P> operator[](long long r) const { return gc_trace_row<T, P>{base, r, id}; }
+};
+template <class T> struct gc_trace_1d {
+  T* base; int id;
+  T& operator[](long long i) const { gc_trace_note(id, i * (long long)sizeof(T)); return base[i]; }
+};
+extern "C" __global__ void gc_trace_read(unsigned int* out) {
+  for (int i = 0; i < %(threads)d * %(slots)d; i++) { out[i] = gc_trace_buf[i]; gc_trace_buf[i] = 0; }
+}
+// ---- end of the added code
+"""
+
+_SHARED_DECL = re.compile(
+    r"__shared__\s+(?:__align__\s*\(\s*\d+\s*\)\s*)?((?:(?:const|volatile|unsigned|signed|long|short)\s+)*"
+    r"[A-Za-z_]\w*)\s+([A-Za-z_]\w*)\s*\[([^\]\[;]+)\]\s*(?:\[([^\]\[;]+)\])?\s*;")
+
+
+class TraceError(Exception):
+    """The kernel's shared-memory accesses could not be traced (unusual declarations)."""
+
+
+def instrument_shared(source: str) -> tuple[str, list[dict]]:
+    """``source`` with every static ``__shared__`` array wrapped in a logging proxy.
+
+    Only the declarations change (``T a[N][M]`` and ``T a[N]``); the index expressions stay
+    exactly as written, so what is logged is what the kernel computes.
+    """
+    from ..emulator.source import strip_comments
+
+    text = strip_comments(source)
+    arrays: list[dict] = []
+
+    def wrap(m):
+        typ, name, d1, d2 = m.group(1), m.group(2), m.group(3), m.group(4)
+        base = re.sub(r"\b(const|volatile)\b", "", typ).strip()
+        base = re.sub(r"\s+", " ", base)
+        if base not in _ELEM_BYTES:
+            raise TraceError(f"shared array `{name}` has element type {base!r}, which the trace "
+                             "does not know; use float.")
+        idx = len(arrays)
+        arrays.append({"name": name, "type": base, "elem_bytes": _ELEM_BYTES[base]})
+        raw = f"gc_raw_{name}"
+        if d2 is None:
+            return (f"__shared__ {typ} {raw}[{d1}]; "
+                    f"gc_trace_1d<{typ}> {name}{{&{raw}[0], {idx}}};")
+        return (f"__shared__ {typ} {raw}[{d1}][{d2}]; "
+                f"gc_trace_2d<{typ}, ({d2})> {name}{{&{raw}[0][0], {idx}}};")
+
+    out = _SHARED_DECL.sub(wrap, text)
+    if re.search(r"\bextern\s+__shared__", text):
+        raise TraceError("the kernel uses dynamic (extern) shared memory; declare the tile as a "
+                         "static array, e.g. `__shared__ float tile[TILE][TILE + 1];`.")
+    prelude = _TRACE_PRELUDE % {"threads": TRACE_THREADS, "slots": TRACE_SLOTS}
+    return prelude + "\n" + out, arrays
+
+
+def trace_shared_accesses(source: str, kernel: str, grid, block, args, defines=None) -> dict:
+    """Run ``kernel`` on the emulator with its shared arrays traced; return the bank conflicts
+    of every warp-wide access of block (0, 0, 0).
+
+    The k-th shared access of each thread of a warp is taken as one warp instruction (right
+    when the threads of a warp take the same path, as in a full tile). Each such access goes
+    through ``models.bank_conflicts``. Returns ``{"accesses": [...], "worst": ways, ...}``.
+    """
+    from .. import kernels as _kernels
+    from ..errors import CompileError
+
+    code, arrays = instrument_shared(source)
+    if not arrays:
+        return {"arrays": [], "accesses": [], "worst": 0}
+    try:
+        mod = _kernels.from_source(code, defines=defines, name="traced.cu", backend="cpu")
+    except CompileError as exc:
+        raise TraceError("the kernel could not be rebuilt with its shared arrays traced "
+                         f"({str(exc).splitlines()[0]}); index the tile as tile[row][col].") from None
+    getattr(mod, kernel)(grid, block, args)
+    buf = np.zeros(TRACE_THREADS * TRACE_SLOTS, dtype=np.uint32)
+    mod.gc_trace_read(1, 1, (buf,))
+    log = buf.reshape(TRACE_THREADS, TRACE_SLOTS)
+    bx, by, bz = (tuple(block) + (1, 1))[:3] if not isinstance(block, int) else (block, 1, 1)
+    threads = min(TRACE_THREADS, bx * by * bz)
+    accesses = []
+    for w in range(0, threads, 32):
+        lanes = range(w, min(w + 32, threads))
+        depth = max(int(log[r, 0]) for r in lanes)
+        for k in range(depth):
+            entries = [(r - w, int(log[r, k + 1])) for r in lanes if log[r, 0] > k]
+            by_array: dict[int, list[tuple[int, int]]] = {}
+            for lane, e in entries:
+                by_array.setdefault(e >> 24, []).append((lane, e & 0xFFFFFF))
+            for a, pairs in by_array.items():
+                info = arrays[a]
+                addrs = [off for _, off in pairs]
+                bc = models.bank_conflicts(addrs, word_bytes=min(info["elem_bytes"], 16))
+                accesses.append({"warp": w // 32, "access": k, "array": info["name"],
+                                 "lanes": [lane for lane, _ in pairs], "byte_offsets": addrs,
+                                 "ways": bc.ways,
+                                 "banks": [(off // 4) % 32 for off in addrs]})
+    worst = max((a["ways"] for a in accesses), default=0)
+    return {"arrays": arrays, "accesses": accesses, "worst": worst}
+
+
+# --------------------------------------------------------------------------- exercise 2.2
+
+TRANSPOSE_DEFINES = {"TILE": 32, "BLOCK_ROWS": 8}
+TRANSPOSE_SHAPES = ((1, 1), (1, 35), (35, 1), (31, 33), (32, 32), (67, 45), (97, 61), (130, 257))
+
+
+def _transpose_launch(rows: int, cols: int, tile: int = 32, block_rows: int = 8):
+    return ((cols + tile - 1) // tile, (rows + tile - 1) // tile), (tile, block_rows)
+
+
+def check_padded_transpose(source, kernel: str = "transpose_padded", number: str = "2.2",
+                           title: str = "a padded shared-memory transpose") -> dict:
+    """Check a learner's transpose kernel (a source string, or a function returning one) on
+    the emulator, in three steps.
+
+    1. Races: one launch in forward, reverse and shuffled thread orders (a missing
+       ``__syncthreads()`` between writing and reading the tile gives different results).
+    2. Correctness at awkward shapes (1x1, a single row, a single column, non-multiples of 32).
+    3. Bank conflicts: the kernel is rebuilt with its ``__shared__`` tile wrapped so each
+       access logs the element every thread touched; the accesses of each warp go through
+       ``models.bank_conflicts``. Every access must be conflict-free (1-way).
+
+    Returns the trace of step 3.
+    """
+    from .. import emulator, kernels
+    from ..errors import CourseError
+
+    with Exercise(number, title):
+        if callable(source):
+            source = source()
+        assert isinstance(source, str), \
+            f"give the kernel's CUDA C source as a string, not {type(source).__name__}"
+        try:
+            mod = kernels.from_source(source, defines=TRANSPOSE_DEFINES, name="transpose_padded.cu",
+                                      backend="cpu")
+            k = getattr(mod, kernel)
+        except CourseError as exc:
+            raise AssertionError(str(exc)) from None
+        rows, cols = 67, 45
+        a = random_array((rows, cols), np.float32, seed=rows)
+        out = emulator.empty((cols, rows))
+        grid, block = _transpose_launch(rows, cols)
+        try:
+            k(grid, block, (a, out, np.int32(rows), np.int32(cols)), race_check=True, isolate=True)
+        except emulator.KernelError as exc:
+            msg = str(exc)
+            if "race" in msg:
+                msg += ("\nEvery thread must finish writing its part of the tile before any thread "
+                        "reads a column of it: put __syncthreads() between the two loops.")
+            raise AssertionError(msg) from None
+        except CourseError as exc:
+            raise AssertionError(str(exc)) from None
+        for rows, cols in TRANSPOSE_SHAPES:
+            a = random_array((rows, cols), np.float32, seed=rows * 1000 + cols)
+            out = emulator.empty((cols, rows))
+            grid, block = _transpose_launch(rows, cols)
+            try:
+                k(grid, block, (a, out, np.int32(rows), np.int32(cols)), isolate=True)
+            except CourseError as exc:
+                raise AssertionError(f"for a {rows} x {cols} matrix: {exc}") from None
+            try:
+                assert_close(out, a.T, rtol=0, atol=0, name=f"transpose of a {rows} x {cols} matrix")
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}\nCheck the bounds tests: reads need row < rows and "
+                                     "col < cols of `in`; writes the same of `out` (cols x rows).") \
+                    from None
+        a = random_array((64, 64), np.float32, seed=64)
+        out = emulator.empty((64, 64))
+        try:
+            trace = trace_shared_accesses(source, kernel, (2, 2), (32, 8),
+                                          (a, out, np.int32(64), np.int32(64)),
+                                          defines=TRANSPOSE_DEFINES)
+        except TraceError as exc:
+            raise AssertionError(str(exc)) from None
+        assert trace["accesses"], (
+            "the kernel never reads or writes shared memory: stage each tile in a "
+            "`__shared__ float tile[TILE][TILE + 1]` so that both global accesses are coalesced.")
+        worst = max(trace["accesses"], key=lambda acc: acc["ways"])
+        if worst["ways"] > 1:
+            banks = worst["banks"]
+            lanes = ", ".join(f"lane {lane} -> bank {b}" for lane, b in
+                              list(zip(worst["lanes"], banks))[:4])
+            raise AssertionError(
+                f"shared access number {worst['access'] + 1} of each thread (array "
+                f"`{worst['array']}`) is a {worst['ways']}-way bank conflict ({lanes}, ...): "
+                "the lanes of a warp read a column, and with rows of 32 floats a whole column "
+                "sits in one bank. Pad each row by one element: tile[TILE][TILE + 1].")
+    return trace

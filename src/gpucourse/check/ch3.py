@@ -1,0 +1,256 @@
+"""Checkers of lab 3 (parallelism): ring all-reduce cost, gradient averaging by hand,
+micro-batches for a bubble target, and choosing a parallel strategy from memory models.
+
+They use ``gpucourse.models`` only; the distributed exercise is checked on the gradients
+that the workers return (``experiments.ch3.try_average_gradients`` produces them).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import models
+from . import Exercise
+
+# Exercise 3.1: gradients of a 1.5-billion-parameter model in bf16 (2 bytes each), 8 GPUs in
+# a ring whose links move 450 GB/s each way, 5 microseconds per step.
+SCENARIO_3_1 = {"params": 1_500_000_000, "bytes_per_grad": 2, "workers": 8,
+                "bandwidth": 450e9, "latency": 5e-6}
+
+# (nbytes, workers, bandwidth B/s, latency s): bandwidth-bound, latency-bound, one worker,
+# two workers, an odd count, zero bytes.
+ALLREDUCE_CASES = [
+    (3.0e9, 8, 450e9, 5e-6),
+    (4096, 16, 25e9, 2e-5),
+    (1.0e8, 1, 100e9, 1e-5),
+    (6.4e7, 2, 12e9, 3e-5),
+    (7.7e8, 7, 50e9, 8e-6),
+    (0, 4, 100e9, 1e-5),
+]
+
+
+def _value(x, what: str) -> float:
+    if hasattr(x, "time") and not isinstance(x, (int, float)):
+        raise AssertionError(f"{what} should be a number of seconds, not a {type(x).__name__}: "
+                             "return the time itself (a float).")
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        raise AssertionError(f"{what} should be a number of seconds, got {x!r}.") from None
+    if not math.isfinite(v):
+        raise AssertionError(f"{what} is {v}: it should be a finite number of seconds.")
+    return v
+
+
+def _close(a: float, b: float, rtol: float = 1e-6) -> bool:
+    return abs(a - b) <= rtol * max(abs(b), 1e-30) or abs(a - b) < 1e-15
+
+
+def _diagnose_allreduce(got: float, n: float, p: int, bw: float, lat: float) -> str:
+    """Name the usual mistake behind a wrong ring all-reduce time."""
+    want = models.ring_allreduce_time(n, p, bw, lat)
+    frac = (p - 1) / p
+    guesses = [
+        (n / bw + 2 * (p - 1) * lat, "the bandwidth term lacks the factor 2(p-1)/p: in a ring "
+         "each worker sends (p-1)/p of the data to reduce and the same again to share the result"),
+        (2 * n / bw + 2 * (p - 1) * lat, "the bandwidth term is 2(p-1)/p x bytes / bandwidth, "
+         "not 2 x bytes / bandwidth"),
+        (frac * n / bw + (p - 1) * lat, "this is only the reduce-scatter half: the all-gather "
+         "half costs as much again"),
+        (want.bandwidth_time, "the latency term 2(p-1) x latency is missing (it dominates small "
+         "messages)"),
+        (want.bandwidth_time + (p - 1) * lat, "a ring all-reduce takes 2(p-1) steps, each paying "
+         "the latency once: the latency term is 2(p-1) x latency"),
+        (8 * n / bw * 2 * frac + 2 * (p - 1) * lat, "bytes, not bits: the bandwidth is in bytes/s"),
+        (2 * frac * n * bw + 2 * (p - 1) * lat, "divide the bytes by the bandwidth, do not "
+         "multiply"),
+    ]
+    for value, why in guesses:
+        if _close(got, value, 1e-6) and not _close(value, want.time, 1e-9):
+            return why
+    if p == 1 and got != 0:
+        return "with one worker there is nothing to exchange: the time is 0"
+    return "compare with 2(p-1)/p x bytes / bandwidth + 2(p-1) x latency"
+
+
+def check_allreduce_time(allreduce_seconds, answer=None, number: str = "3.1",
+                         title: str = "ring all-reduce time") -> None:
+    """``allreduce_seconds(nbytes, workers, bandwidth, latency)`` against the ring model on
+    several cases, then ``answer`` (seconds for ``SCENARIO_3_1``) if given."""
+    with Exercise(number, title):
+        for n, p, bw, lat in ALLREDUCE_CASES:
+            got = _value(allreduce_seconds(n, p, bw, lat),
+                         f"allreduce_seconds({n:g}, {p}, {bw:g}, {lat:g})")
+            want = models.ring_allreduce_time(n, p, bw, lat).time
+            assert _close(got, want), (
+                f"allreduce_seconds({n:g} bytes, {p} workers, {bw / 1e9:g} GB/s, "
+                f"{lat * 1e6:g} us) = {got:.6g} s, the ring model gives {want:.6g} s: "
+                f"{_diagnose_allreduce(got, n, p, bw, lat)}.")
+        if answer is not None:
+            s = SCENARIO_3_1
+            nbytes = s["params"] * s["bytes_per_grad"]
+            want = models.ring_allreduce_time(nbytes, s["workers"], s["bandwidth"],
+                                              s["latency"]).time
+            got = _value(answer, "t_step")
+            for wrong_bytes, why in ((s["params"] * 4, "the gradients are bf16: 2 bytes each, "
+                                      "not 4"), (s["params"], "each bf16 gradient takes 2 bytes")):
+                wrong = models.ring_allreduce_time(wrong_bytes, s["workers"], s["bandwidth"],
+                                                   s["latency"]).time
+                assert not _close(got, wrong, 1e-4), f"t_step = {got:.4g} s: {why}."
+            assert _close(got, want, 1e-4), (
+                f"t_step = {got:.6g} s but the ring model gives {want:.6g} s for "
+                f"{nbytes / 1e9:g} GB of gradients on {s['workers']} workers.")
+
+
+# --------------------------------------------------------------------------- 3.2
+
+def _max_rel(a, b) -> float:
+    scale = float(np.abs(b).max()) or 1.0
+    return float(np.abs(np.asarray(a) - np.asarray(b)).max()) / scale
+
+
+def check_average_gradients(result: dict, number: str = "3.2",
+                            title: str = "gradients averaged with all_reduce match DDP") -> None:
+    """``result`` from ``experiments.ch3.try_average_gradients``: after your function every
+    rank must hold the full-batch gradient of every parameter (what DDP computes)."""
+    with Exercise(number, title):
+        p = int(result["world_size"])
+        assert p >= 2, (f"run it on at least 2 workers (got {p}): with one worker any function "
+                        "that leaves the gradients alone looks right.")
+        ref, names = result["reference"], result["names"]
+        tol = 1e-4
+        for rank, (manual, local) in enumerate(zip(result["manual"], result["local"])):
+            assert len(manual) == len(ref), (
+                f"rank {rank} returned {len(manual)} gradients for {len(ref)} parameters.")
+            for name, g, loc, want in zip(names, manual, local, ref):
+                if g is None or not np.isfinite(g).all():
+                    raise AssertionError(f"rank {rank}: the gradient of {name} is missing or not "
+                                         "finite; average the existing p.grad in place.")
+                err = _max_rel(g, want)
+                if err <= tol:
+                    continue
+                if _max_rel(g, loc) <= 1e-6:
+                    why = ("it still holds this rank's own gradient: call dist.all_reduce on it "
+                           "(every parameter, every rank)")
+                elif _max_rel(g, p * np.asarray(want)) <= tol:
+                    why = (f"it is {p} x the average: all_reduce sums, so divide by the world "
+                           "size")
+                elif _max_rel(g, np.asarray(want) / p) <= tol:
+                    why = f"it is the average divided by {p} again: divide once"
+                elif _max_rel(g, np.asarray(loc) / p) <= 1e-6:
+                    why = ("it is only divided by the world size: all_reduce it first so that it "
+                           "holds the sum over ranks")
+                else:
+                    why = "it is neither the sum nor the average over ranks"
+                raise AssertionError(
+                    f"rank {rank}: the gradient of {name} differs from the full-batch gradient "
+                    f"(relative error {err:.2g}); {why}.")
+
+
+# --------------------------------------------------------------------------- 3.3
+
+# (stages, target): the boundaries where the bubble equals the target exactly are included,
+# so "<=" instead of "<" fails.
+MICROBATCH_CASES = [(2, 0.2), (4, 0.2), (4, 0.25), (8, 0.2), (1, 0.2), (3, 0.5), (16, 0.1),
+                    (6, 0.05)]
+
+
+def smallest_microbatches_reference(stages: int, target: float) -> int:
+    """The fewest micro-batches whose GPipe bubble is strictly below ``target``."""
+    m = 1
+    while models.pipeline_bubble(stages, m).bubble_fraction >= target:
+        m += 1
+    return m
+
+
+def check_microbatches(smallest_microbatches, number: str = "3.3",
+                       title: str = "micro-batches for a bubble under the target") -> None:
+    """``smallest_microbatches(stages, target)`` on several stage counts and targets."""
+    with Exercise(number, title):
+        for p, target in MICROBATCH_CASES:
+            got = smallest_microbatches(p, target)
+            assert isinstance(got, (int, np.integer)) and not isinstance(got, bool), (
+                f"smallest_microbatches({p}, {target}) returned {got!r}: return a whole number "
+                "of micro-batches (an int).")
+            want = smallest_microbatches_reference(p, target)
+            if got == want:
+                continue
+            bubble = models.pipeline_bubble(p, max(1, int(got))).bubble_fraction
+            if got == want - 1:
+                why = (f"with {got} micro-batches the bubble is {bubble:.4g}, not strictly below "
+                       f"{target}: the condition is bubble < target")
+            elif got < want:
+                why = (f"with {got} micro-batches the bubble (p-1)/(m+p-1) is {bubble:.3g}, still "
+                       f"at or above {target}")
+            else:
+                why = (f"{want} already gives a bubble of "
+                       f"{models.pipeline_bubble(p, want).bubble_fraction:.3g} < {target}: "
+                       "the bubble is (p-1)/(m+p-1), not (p-1)/m")
+            raise AssertionError(f"smallest_microbatches({p} stages, target {target}) = {got}, "
+                                 f"expected {want}: {why}.")
+
+
+# --------------------------------------------------------------------------- 3.4
+
+GIB = 2**30
+
+# (params, activations kept for backward, device memory bytes, devices) -> expected answer.
+# Mixed precision with Adam: bf16 weights and gradients, fp32 master weights and two fp32
+# optimizer states: 16 bytes per parameter, plus 2 bytes per activation value.
+STRATEGY_CASES = [
+    (350e6, 2e8, 80 * GIB, 8),     # fits on one GPU: data parallel
+    (7e9, 4e9, 80 * GIB, 8),       # weights (14 GB) fit, the training state (120 GB) does not
+    (70e9, 2e10, 80 * GIB, 8),     # 1.16 TB: more than 8 x 80 GiB
+    (1.3e9, 1e9, 16 * GIB, 4),     # 22.8 GB on 16 GiB: 2 stages (1.33 rounds down to 1)
+    (3e9, 2.5e9, 24 * GIB, 4),     # 53 GB on 24 GiB: 2.06 -> 3 stages
+    (20e9, 1e10, 80 * GIB, 4),     # 340 GB on 80 GiB: 3.96 -> 4 stages, all devices
+    (100e6, 5e7, 16 * GIB, 1),     # one device, fits
+]
+
+
+def training_bytes(params: float, activations: float) -> int:
+    """Bytes one replica needs to train with bf16 mixed precision and Adam (the model)."""
+    return models.training_memory(int(params), int(activations), dtype="bf16",
+                                  optimizer="adam").total
+
+
+def choose_strategy_reference(params: float, activations: float, device_bytes: float,
+                              devices: int) -> tuple[str, int]:
+    """("data", 1) when one device holds a replica; ("pipeline", k) with the fewest k stages
+    that fit when the devices suffice; ("does not fit", k) otherwise."""
+    need = training_bytes(params, activations)
+    if need <= device_bytes:
+        return ("data", 1)
+    k = math.ceil(need / device_bytes)
+    return ("pipeline", k) if k <= devices else ("does not fit", k)
+
+
+def check_strategy(choose_strategy, number: str = "3.4",
+                   title: str = "a parallel strategy from the memory model") -> None:
+    """``choose_strategy(params, activations, device_bytes, devices) -> (name, stages)``."""
+    with Exercise(number, title):
+        for params, acts, mem, n in STRATEGY_CASES:
+            got = choose_strategy(params, acts, mem, n)
+            assert isinstance(got, tuple) and len(got) == 2, (
+                f"choose_strategy returned {got!r}: return a pair (name, stages), e.g. "
+                "('pipeline', 2).")
+            name, k = got
+            want = choose_strategy_reference(params, acts, mem, n)
+            need = training_bytes(params, acts)
+            case = (f"{params / 1e9:g} B parameters, {acts:.3g} activations, "
+                    f"{mem / GIB:g} GiB x {n} devices (training state {need / 1e9:.1f} GB)")
+            if (name, k) == want:
+                continue
+            weights_only = params * 2 + acts * 2
+            if want[0] != "data" and name == "data" and weights_only <= mem:
+                why = ("the weights fit, but training also keeps gradients, fp32 master weights "
+                       "and two Adam states: 16 bytes per parameter (models.training_memory)")
+            elif name != want[0]:
+                why = f"expected {want[0]!r}"
+            elif k == math.floor(need / mem) or k == round(need / mem):
+                why = (f"{k} stage(s) hold {k * mem / 1e9:.1f} GB < {need / 1e9:.1f} GB: round "
+                       "the number of stages up")
+            else:
+                why = f"expected {want[1]} stage(s), the fewest whose memory holds the state"
+            raise AssertionError(f"for {case} you chose {got!r}, expected {want!r}: {why}.")

@@ -1,0 +1,303 @@
+"""Lab checkers of chapter 4: launch configuration, divergence, warp-shuffle reduction,
+privatized histogram, and stream pipelining.
+
+Learner kernels run on the CPU emulator in a child process (a crash or an endless loop
+becomes a failure, not a dead notebook) and, where threads share memory, in three thread
+orders to expose races. Each checker prints one line when the answer is right.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from .. import models, specs
+from ..emulator.source import strip_comments
+from . import Exercise, random_array, rng
+
+NBINS = 256
+WARP = 32
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _compile(source: str, name: str, defines=None):
+    """The learner's source built for the emulator (a compile error is the learner's to fix)."""
+    from .. import kernels
+
+    if not isinstance(source, str) or "__global__" not in source:
+        raise AssertionError("give the CUDA C source as a string with an "
+                             "`extern \"C\" __global__ void ...` kernel in it.")
+    return kernels.from_source(source, defines, name=name, backend="cpu")
+
+
+def _kernel(module, name: str):
+    if name not in module.names:
+        raise AssertionError(f"the source must define `extern \"C\" __global__ void {name}(...)`; "
+                             f"it defines {', '.join(module.names) or 'no kernel'}.")
+    return getattr(module, name)
+
+
+def _launch(kernel, grid, block, args, race_check: bool = False, what: str = ""):
+    """Run on the emulator in a child process; turn a crash, a hang or a race into an AssertionError."""
+    from ..errors import CourseError
+
+    try:
+        kernel((grid,), (block,), args, race_check=race_check, isolate=True, timeout=20.0)
+    except CourseError as exc:
+        raise AssertionError(f"{what}: {exc}") from None
+
+
+def _code(source: str) -> str:
+    return strip_comments(source, blank_strings=True)
+
+
+# --------------------------------------------------------------------------- 4.1 launch config
+
+LAUNCH_CASES = (
+    # (elements, registers per thread, static shared memory per block, GPU)
+    (10_000_019, 32, 0, "H100-SXM"),
+    (1_000_003, 128, 0, "A100-SXM4-80GB"),
+    (5_000, 64, 48 * 1024, "A100-SXM4-80GB"),
+    (777, 40, 16 * 1024, "T4"),
+    (2**20 + 1, 96, 8 * 1024, "RTX-4090"),
+    (123_457, 255, 0, "H100-SXM"),
+)
+
+
+def best_occupancy(gpu, regs_per_thread: int, smem_per_block: int) -> tuple[float, list[int]]:
+    """The best occupancy over block sizes 32, 64, ..., 1024 and the blocks that reach it (model)."""
+    cc = specs.lookup(gpu).cc
+    occ = {}
+    for b in range(32, 1025, 32):
+        try:
+            occ[b] = models.occupancy(cc, b, regs_per_thread, smem_per_block).occupancy
+        except Exception:  # over the register or shared-memory limit of a block
+            continue
+    best = max(occ.values())
+    return best, [b for b, o in occ.items() if abs(o - best) < 1e-12]
+
+
+def check_launch_config(choose, number: str = "4.1",
+                        title: str = "a launch configuration from registers and shared memory") -> None:
+    """``choose(n, regs_per_thread, smem_per_block, gpu) -> (grid, block)`` must cover n with the best occupancy."""
+    with Exercise(number, title):
+        for n, regs, smem, gpu in LAUNCH_CASES:
+            case = f"n={n:,}, {regs} registers/thread, {smem:,} B shared/block on {gpu}"
+            got = choose(n, regs, smem, gpu)
+            assert isinstance(got, tuple) and len(got) == 2, \
+                f"return a tuple (grid, block); got {got!r} for {case}."
+            grid, block = (int(v) for v in got)
+            assert block % WARP == 0 and 32 <= block <= 1024, (
+                f"block {block} for {case}: use a multiple of 32 between 32 and 1024, or the "
+                f"last warp of every block runs with {WARP - block % WARP} of its lanes idle.")
+            cc = specs.lookup(gpu).cc
+            try:
+                occ = models.occupancy(cc, block, regs, smem)
+            except Exception as exc:
+                raise AssertionError(f"block {block} cannot launch for {case}: {exc}") from None
+            best, blocks = best_occupancy(gpu, regs, smem)
+            assert occ.occupancy >= best - 1e-12, (
+                f"block {block} for {case} reaches {occ.occupancy:.0%} occupancy "
+                f"(limited by {occ.limited_by}); {', '.join(map(str, blocks[:4]))} reach "
+                f"{best:.0%}. Did you pass the registers and shared memory to the model?")
+            assert grid * block >= n, (f"grid {grid} x block {block} = {grid * block:,} threads "
+                                       f"do not cover {n:,} elements: round the grid up.")
+            assert (grid - 1) * block < n, (f"grid {grid} for {case} launches whole blocks with "
+                                             "nothing to do: use ceil(n / block).")
+
+
+# --------------------------------------------------------------------------- 4.2 divergence
+
+BRANCHES = r"""
+// Branch A (even elements) and branch B (odd elements): k steps of v <- a*v + b each.
+__device__ float branch_a(float v, int k) { for (int s = 0; s < k; ++s) v = fmaf(v, 0.75f, 0.25f); return v; }
+__device__ float branch_b(float v, int k) { for (int s = 0; s < k; ++s) v = fmaf(v, -0.5f, 1.0f); return v; }
+"""
+
+# The same functions, instrumented: each returns the global index of the thread that called it
+# (+ for branch A, - for branch B) and counts its calls, so the checker sees which warp took
+# which branch.
+TRACED_BRANCHES = r"""
+__device__ unsigned int gc_branch_calls[2];
+__device__ float branch_a(float v, int k) { atomicAdd(&gc_branch_calls[0], 1u); return (float)(blockIdx.x * blockDim.x + threadIdx.x + 1); }
+__device__ float branch_b(float v, int k) { atomicAdd(&gc_branch_calls[1], 1u); return -(float)(blockIdx.x * blockDim.x + threadIdx.x + 1); }
+"""
+TRACE_READER = r"""
+extern "C" __global__ void gc_read_branch_calls(unsigned int* out) {
+  if (threadIdx.x < 2) { out[threadIdx.x] = gc_branch_calls[threadIdx.x]; gc_branch_calls[threadIdx.x] = 0; }
+}
+"""
+
+DIVERGENT_KERNEL = r"""
+extern "C" __global__ void no_divergence(const float* x, float* y, int n, int k) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    if (i % 2 == 0) y[i] = branch_a(x[i], k);   // even lanes
+    else            y[i] = branch_b(x[i], k);   // odd lanes: every warp runs both branches
+}
+"""
+
+
+def _branch_reference(x: np.ndarray, k: int) -> np.ndarray:
+    y = x.astype(np.float64).copy()
+    even = np.arange(x.size) % 2 == 0
+    a, b = np.where(even, 0.75, -0.5), np.where(even, 0.25, 1.0)
+    for _ in range(k):
+        y = a * y + b
+    return y
+
+
+def divergence_grid(n: int, block: int) -> int:
+    """Blocks the checker launches: enough threads for n rounded up to a multiple of 64."""
+    return max(1, _ceil_div(_ceil_div(n, 64) * 64, block))
+
+
+def check_no_divergence(source: str, number: str = "4.2",
+                        title: str = "every warp takes one branch") -> None:
+    """Kernel ``no_divergence(x, y, n, k)`` calling ``branch_a``/``branch_b``: right results, each warp on one branch, each element computed once."""
+    with Exercise(number, title):
+        code = _code(source)
+        assert "branch_a" in code and "branch_b" in code, (
+            "call branch_a(v, k) for the even elements and branch_b(v, k) for the odd ones "
+            "(the checker defines them); do not copy their loops into your kernel.")
+        assert not re.search(r"__device__[^;{]*\bbranch_[ab]\s*\(", code), \
+            "do not define branch_a or branch_b yourself: the checker provides them."
+        k = 5
+        real = _kernel(_compile(BRANCHES + source, "no_divergence.cu"), "no_divergence")
+        for n in (1, 63, 64, 65, 1000 + 3, 4099):
+            x = random_array(n, np.float32, seed=n, kind="uniform")
+            want = _branch_reference(x, k)
+            for block in (64, 128, 256):
+                y = np.full(n, np.nan, np.float32)
+                _launch(real, divergence_grid(n, block), block, (x, y, np.int32(n), np.int32(k)),
+                        what=f"n={n}, block {block}")
+                bad = np.flatnonzero(~np.isclose(y, want, rtol=1e-5, atol=1e-5))
+                if bad.size:
+                    i = int(bad[0])
+                    raise AssertionError(
+                        f"n={n}, block {block}: {bad.size} of {n} elements are wrong; y[{i}] = "
+                        f"{y[i]!r}, expected {want[i]:.6g} (branch {'a' if i % 2 == 0 else 'b'})"
+                        + (" and was never written" if np.isnan(y[i]) else "") + ".")
+        traced_mod = _compile(TRACED_BRANCHES + source + TRACE_READER, "no_divergence_traced.cu")
+        traced = _kernel(traced_mod, "no_divergence")
+        calls = np.zeros(2, np.uint32)
+        traced_mod.gc_read_branch_calls((1,), (32,), (calls,))  # clear the counters
+        n, block = 1000 + 3, 128
+        y = np.full(n, np.nan, np.float32)
+        x = random_array(n, np.float32, seed=1, kind="uniform")
+        traced((divergence_grid(n, block),), (block,), (x, y, np.int32(n), np.int32(k)))
+        traced_mod.gc_read_branch_calls((1,), (32,), (calls,))
+        assert calls.sum() == n, (
+            f"branch_a and branch_b were called {int(calls.sum())} times for {n} elements: "
+            "compute each element's branch once (running both and picking one doubles the work).")
+        thread = np.abs(y).astype(np.int64) - 1
+        branch = np.where(y > 0, 0, 1)
+        warps: dict[int, list[int]] = {}
+        for t, b in zip(thread, branch):
+            warps.setdefault(int(t) // WARP, [0, 0])[b] += 1
+        diverged = {w: c for w, c in warps.items() if c[0] and c[1]}
+        if diverged:
+            w, c = next(iter(diverged.items()))
+            eff = models.warp_efficiency(c)
+            raise AssertionError(
+                f"{len(diverged)} of {len(warps)} warps still run both branches; warp {w} has "
+                f"{c[0]} lanes on branch_a and {c[1]} on branch_b ({eff}). Give each warp "
+                "elements of one parity: lanes of warp 2m take the even elements of a run of 64, "
+                "lanes of warp 2m+1 the odd ones.")
+
+
+# --------------------------------------------------------------------------- 4.3 reduction
+
+def check_warp_reduce(source: str, number: str = "4.3",
+                      title: str = "block sum with warp shuffles") -> None:
+    """Kernel ``warp_reduce(x, out, n)``: *out += sum of x, one element per thread, with warp shuffles."""
+    with Exercise(number, title):
+        code = _code(source)
+        assert re.search(r"__shfl_(down|xor)_sync", code), (
+            "sum inside each warp with __shfl_down_sync (or __shfl_xor_sync): that is the "
+            "point of the exercise.")
+        kern = _kernel(_compile(source, "warp_reduce.cu"), "warp_reduce")
+        for n in (1, 31, 32, 33, 100, 1000 + 1, 65_537):
+            x = random_array(n, np.float32, seed=3 * n)
+            want = float(np.sum(x.astype(np.float64)))
+            scale = float(np.sum(np.abs(x.astype(np.float64))))
+            for block in (32, 96, 256, 1024):
+                if n > 4099 and block < 256:
+                    continue  # large sizes at the big blocks only: the emulator is not a GPU
+                out = np.zeros(1, np.float32)
+                _launch(kern, _ceil_div(n, block), block, (x, out, np.int32(n)), race_check=True,
+                        what=f"n={n}, block {block}")
+                got = float(out[0])
+                # float32 sums in another order: a few ulps of the sum of magnitudes.
+                tol = 2e-6 * scale + 1e-6
+                assert abs(got - want) <= tol, (
+                    f"n={n}, block {block}: got {got!r}, expected {want!r} (off by "
+                    f"{abs(got - want):.3g}, tolerance {tol:.3g}). "
+                    + ("Elements past n must count as 0, not be skipped by an early return "
+                       "(a shuffle needs every lane of the warp)." if n % 32 else
+                       "Check the shuffle offsets (16, 8, 4, 2, 1) and that warp 0 sums every "
+                       "warp's total."))
+
+
+# --------------------------------------------------------------------------- 4.4 histogram
+
+def check_private_histogram(source: str, number: str = "4.4",
+                            title: str = "a privatized histogram") -> None:
+    """Kernel ``histogram_private(data, bins, n)``: exact counts into NBINS bins, any grid and block."""
+    with Exercise(number, title):
+        code = _code(source)
+        assert "__shared__" in code, "count into a __shared__ array of NBINS bins first."
+        assert len(re.findall(r"\batomicAdd\s*\(", code)) >= 2, (
+            "use atomicAdd both for the shared bins (several threads of a block hit the same "
+            "bin at once) and when adding a block's bins to the global ones (blocks run at once); "
+            "a plain += loses counts on a GPU even when it happens to work here.")
+        kern = _kernel(_compile(source, "histogram_private.cu", defines={"NBINS": NBINS}),
+                       "histogram_private")
+        cases = [(1, 1.0), (33, 0.0), (4099, 1.0), (4099, 0.0), (300_007, 1.0)]
+        for n, skew in cases:
+            g = rng(n)
+            skewed = random_array(n, np.int32, seed=n, kind="skewed")
+            uniform = g.integers(0, NBINS, n).astype(np.int32)
+            data = np.where(g.random(n) < skew, skewed, uniform).astype(np.int32)
+            want = np.bincount(data, minlength=NBINS).astype(np.uint32)
+            launches = [(2, 64), (3, 100), (_ceil_div(n, 256), 256)] if n < 10_000 else [(2, 256)]
+            for grid, block in launches:
+                bins = np.zeros(NBINS, np.uint32)
+                _launch(kern, grid, block, (data, bins, np.int32(n)), race_check=True,
+                        what=f"{'skewed' if skew else 'uniform'} n={n}, grid {grid}, block {block}")
+                bad = np.flatnonzero(bins != want)
+                if bad.size:
+                    b = int(bad[0])
+                    hint = ("a block handles more elements than it has threads: loop with a "
+                            "grid stride" if bins.sum() < want.sum() and grid * block < n else
+                            "clear every shared bin, __syncthreads() before counting and "
+                            "before flushing, and let each thread flush bins b = threadIdx.x, "
+                            "threadIdx.x + blockDim.x, ... (a block may have fewer threads than bins)")
+                    if want.max() > 65535 and bins.max() < want.max():
+                        hint = "a bin's count overflows: keep 32-bit unsigned int counters"
+                    raise AssertionError(
+                        f"{'skewed' if skew else 'uniform'} data, n={n:,}, grid {grid}, block "
+                        f"{block}: {bad.size} bins wrong, bin {b} holds {int(bins[b])}, expected "
+                        f"{int(want[b])}. Hint: {hint}.")
+
+
+# --------------------------------------------------------------------------- 4.5 streams
+
+def check_pipeline_time(formula, number: str = "4.5",
+                        title: str = "the time of a copy/compute pipeline") -> None:
+    """``formula(h2d, compute, d2h, chunks)`` must match the stream-timeline model with one stream per chunk."""
+    with Exercise(number, title):
+        g = rng(45)
+        cases = [(1.0, 1.0, 1.0, 1), (1.0, 1.0, 1.0, 8), (4.0, 1.0, 2.0, 16), (0.5, 3.0, 0.5, 4),
+                 (2.0, 0.1, 2.0, 3)]
+        cases += [tuple(g.uniform(0.1, 5.0, 3)) + (int(g.integers(1, 33)),) for _ in range(5)]
+        for h, c, d, k in cases:
+            want = models.stream_timeline(k, h, c, d, chunks=k).total
+            got = float(formula(h, c, d, k))
+            assert abs(got - want) <= 1e-9 * want, (
+                f"h2d={h:.3g}, compute={c:.3g}, d2h={d:.3g} in {k} chunks: got {got:.4g}, the "
+                f"model gives {want:.4g}. The first chunk goes through all three stages; after "
+                "that the slowest stage sets the pace.")

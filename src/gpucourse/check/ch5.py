@@ -1,0 +1,327 @@
+"""Lab checkers of chapter 5 (accelerated libraries): a shared-memory tiled matmul, a fused
+elementwise kernel, choosing sparse or dense from a measured crossover, and % of peak.
+
+Learner kernels run on the CPU emulator: first in a child process with three thread orders
+(a crash, an endless loop or a race becomes a failure, not a dead notebook), then once more
+with the outputs placed in a larger buffer whose tail must stay untouched (a missing bounds
+check shows up there). Each checker prints one line when the answer is right.
+"""
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+import numpy as np
+
+from .. import specs
+from ..emulator.source import strip_comments
+from ..errors import CourseError, PrecisionError
+from . import Exercise, assert_close, random_array, rng
+
+# A value no correct kernel writes: the padding after an output must still hold it.
+SENTINEL = np.float32(-12345.5)
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _compile(source: str, name: str, kernel: str, defines=None):
+    """The learner's kernel built for the emulator (a compile error is the learner's to fix)."""
+    from .. import kernels
+
+    if not isinstance(source, str) or "__global__" not in source:
+        raise AssertionError("give the CUDA C source as a string with an "
+                             f"`extern \"C\" __global__ void {kernel}(...)` kernel in it.")
+    module = kernels.from_source(source, defines, name=name, backend="cpu")
+    if kernel not in module.names:
+        raise AssertionError(f"the source must define `extern \"C\" __global__ void {kernel}(...)`; "
+                             f"it defines {', '.join(module.names) or 'no kernel'}.")
+    return getattr(module, kernel)
+
+
+def _padded(shape, pad: int) -> tuple[np.ndarray, np.ndarray]:
+    """(buffer, view): a contiguous view of ``shape`` at the start of a buffer with ``pad``
+    SENTINEL values after it, and NaN in the view (never-written outputs stay NaN)."""
+    size = int(np.prod(shape))
+    buf = np.full(size + pad, SENTINEL, dtype=np.float32)
+    buf[:size] = np.nan
+    return buf, buf[:size].reshape(shape)
+
+
+def _launch(kernel, grid, block, args, what: str, *, race_check: bool, isolate: bool):
+    try:
+        kernel(grid, block, args, race_check=race_check, isolate=isolate, timeout=20.0)
+    except CourseError as exc:
+        raise AssertionError(f"{what}: {exc}") from None
+
+
+# --------------------------------------------------------------------------- 5.1 tiled matmul
+
+TILED_KERNEL = "matmul_tiled"
+TILED_SHAPES = ((1, 1, 1), (16, 16, 16), (17, 33, 15), (5, 70, 3), (47, 31, 65), (33, 16, 40))
+
+
+def tiled_launch(M: int, N: int, tile: int):
+    """The launch the exercise asks for: one TILE×TILE block per TILE×TILE tile of C."""
+    return (_cdiv(N, tile), _cdiv(M, tile)), (tile, tile)
+
+
+def _right_at_whole_tiles(kern, tile: int, seed: int) -> bool:
+    """True when the kernel is right at a shape made of whole tiles (2·TILE in every dimension)."""
+    n = 2 * tile
+    A = random_array((n, n), seed=seed)
+    B = random_array((n, n), seed=seed + 1)
+    C = np.full((n, n), np.nan, dtype=np.float32)
+    grid, block = tiled_launch(n, n, tile)
+    _launch(kern, grid, block, (A, B, C, np.int32(n), np.int32(n), np.int32(n)),
+            f"M=N=K={n}", race_check=False, isolate=True)
+    ref = A.astype(np.float64) @ B.astype(np.float64)
+    return bool(np.allclose(C, ref, rtol=1e-4, atol=2e-6 * n * float(np.abs(A).max() * np.abs(B).max())))
+
+
+BOUNDS_HINT = ("the kernel is right when M, N and K are whole multiples of TILE and wrong here: "
+               "load 0.0 for tile elements outside A or B (check row < M and k < K for A, "
+               "k < K and col < N for B) and store only when row < M and col < N.")
+NAN_HINT = ("some elements of C are NaN: they were never written (launch enough blocks and let "
+            "every thread with row < M and col < N store its result), or they were computed from "
+            "shared memory read before it was written (a missing __syncthreads() after loading "
+            "the tiles).")
+
+
+def check_tiled_matmul(source: str, tile: int = 16, number: str = "5.1",
+                       title: str = "a shared-memory tiled matmul", seed: int = 50) -> None:
+    """``matmul_tiled(A, B, C, M, N, K)`` with TILE×TILE shared tiles, at sizes off the tile.
+
+    Runs on the emulator with ``#define TILE tile``, in three thread orders (a missing
+    ``__syncthreads`` is a race), and with C inside a larger buffer (stray stores show).
+    """
+    with Exercise(number, title):
+        code = strip_comments(source, blank_strings=True) if isinstance(source, str) else ""
+        if "__shared__" not in code:
+            raise AssertionError("stage the tiles of A and B in `__shared__` arrays: this "
+                                 "exercise is about reusing each loaded value TILE times.")
+        if "__syncthreads" not in code:
+            raise AssertionError("threads read tile elements that other threads loaded: put a "
+                                 "`__syncthreads()` after loading a tile and another after using it.")
+        kern = _compile(source, "matmul_tiled.cu", TILED_KERNEL, {"TILE": tile})
+        for i, (M, N, K) in enumerate(TILED_SHAPES):
+            A = random_array((M, K), seed=seed + 2 * i)
+            B = random_array((K, N), seed=seed + 2 * i + 1)
+            ref = A.astype(np.float64) @ B.astype(np.float64)
+            scale = float(np.abs(A).max() * np.abs(B).max())
+            rtol, atol = 1e-4, 2e-6 * K * scale
+            grid, block = tiled_launch(M, N, tile)
+            what = f"M={M}, N={N}, K={K} with TILE={tile}"
+            C = np.full((M, N), np.nan, dtype=np.float32)
+            args = (A, B, C, np.int32(M), np.int32(N), np.int32(K))
+            _launch(kern, grid, block, args, what, race_check=False, isolate=True)
+            ok = np.isclose(C, ref, rtol=rtol, atol=atol)
+            if not ok.all():
+                ragged = any(v % tile for v in (M, N, K))
+                if ragged and _right_at_whole_tiles(kern, tile, seed + 99):
+                    hint = BOUNDS_HINT
+                else:  # wrong at whole tiles too: a race is the usual cause
+                    C3 = np.full((M, N), np.nan, dtype=np.float32)
+                    _launch(kern, grid, block, (A, B, C3, np.int32(M), np.int32(N), np.int32(K)),
+                            what, race_check=True, isolate=True)
+                    hint = NAN_HINT if np.isnan(C).any() else ""
+                try:
+                    assert_close(C, ref, rtol=rtol, atol=atol, name=f"C at {what}")
+                except AssertionError as exc:
+                    raise AssertionError(f"{exc}\n{hint}".rstrip()) from None
+            # Right in one thread order; the same in reversed and shuffled orders?
+            _launch(kern, grid, block, args, what, race_check=True, isolate=True)
+            # Once more in this process, with C at the start of a longer buffer.
+            pad = tile * (N + tile) + 64
+            buf, C2 = _padded((M, N), pad)
+            _launch(kern, grid, block, (A, B, C2, np.int32(M), np.int32(N), np.int32(K)), what,
+                    race_check=False, isolate=False)
+            if not (buf[M * N:] == SENTINEL).all():
+                raise AssertionError(f"at {what} the kernel wrote past the end of C: store only "
+                                     "when row < M and col < N.")
+            assert_close(C2, ref, rtol=rtol, atol=atol, name=f"C at {what} (second run)")
+
+
+# --------------------------------------------------------------------------- 5.2 fused kernel
+
+FUSED_KERNEL = "fused_chain"
+FUSED_BLOCK = 256
+FUSED_SIZES = (1, 7, 255, 256, 257, 1000 + 3, 4099)
+
+
+def chain_reference(x: np.ndarray) -> np.ndarray:
+    """y = relu(x·1.5 + 0.25)² − 1 in float64."""
+    y = np.maximum(x.astype(np.float64) * 1.5 + 0.25, 0.0)
+    return y * y - 1.0
+
+
+def chain_bytes(n: int) -> tuple[int, int]:
+    """(unfused, fused) bytes of float32 traffic: 5 passes that read and write n values, or one."""
+    return 5 * 2 * 4 * n, 2 * 4 * n
+
+
+def fused_launch(n: int, block: int = FUSED_BLOCK):
+    """The launch the exercise asks for: one thread per element, 256 threads per block."""
+    return (_cdiv(n, block),), (block,)
+
+
+def check_fused_chain(source: str, traffic: Callable, number: str = "5.2",
+                      title: str = "a fused elementwise kernel", seed: int = 60) -> None:
+    """``fused_chain(x, y, n)`` computes y = relu(x·1.5 + 0.25)² − 1 in one pass, and
+    ``traffic(n)`` returns the (unfused, fused) bytes moved for n float32 values."""
+    with Exercise(number, title):
+        for n in (1, 1000, 2**20 + 3):
+            got = traffic(n)
+            want = chain_bytes(n)
+            if not (isinstance(got, (tuple, list)) and len(got) == 2):
+                raise AssertionError(f"traffic(n) must return a pair (unfused_bytes, fused_bytes), "
+                                     f"got {got!r}.")
+            if tuple(int(v) for v in got) != want:
+                hint = ""
+                if got[0] == want[0] // 2 or got[1] == want[1] // 2:
+                    hint = " Each pass reads AND writes every value."
+                elif got[0] == want[0] // 4 or got[1] == want[1] // 4:
+                    hint = " Count bytes, not elements: a float32 is 4 bytes."
+                raise AssertionError(f"traffic({n}) = {tuple(got)}, but five separate passes move "
+                                     f"{want[0]} bytes and one fused pass {want[1]}.{hint}")
+        kern = _compile(source, "fused_chain.cu", FUSED_KERNEL)
+        for i, n in enumerate(FUSED_SIZES):
+            x = random_array(n, seed=seed + i, kind="normal")  # both signs: ReLU matters
+            ref = chain_reference(x)
+            grid, block = fused_launch(n)
+            what = f"n={n} (grid {grid[0]}, block {block[0]})"
+            y = np.full(n, np.nan, dtype=np.float32)
+            _launch(kern, grid, block, (x, y, np.int32(n)), what, race_check=False, isolate=True)
+            if np.isnan(y).any():
+                raise AssertionError(f"at {what}, {int(np.isnan(y).sum())} of {n} outputs were never "
+                                     "written: compute i = blockIdx.x * blockDim.x + threadIdx.x.")
+            assert_close(y, ref, rtol=1e-5, atol=1e-5, name=f"y at {what}")
+            buf, y2 = _padded((n,), FUSED_BLOCK + 64)
+            _launch(kern, grid, block, (x, y2, np.int32(n)), what, race_check=False, isolate=False)
+            if not (buf[n:] == SENTINEL).all():
+                raise AssertionError(f"at {what} the kernel wrote past the end of y: the last block "
+                                     "has threads with i >= n; guard with `if (i < n)`.")
+
+
+# --------------------------------------------------------------------------- 5.3 sparse or dense
+
+def _synthetic_sweep(crossover: float, densities, overhead: float, dense_ms: float):
+    """Sparse times linear in density (a fixed cost plus a cost per non-zero) meeting dense at ``crossover``."""
+    d = np.asarray(densities, dtype=float)
+    slope = (dense_ms - overhead) / crossover
+    return list(overhead + slope * d)
+
+
+CROSSOVER_CASES = (
+    # (densities, true crossover, fixed cost ms, dense ms)
+    ((0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5), 0.075, 0.05, 7.0),
+    ((0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0), 0.013, 0.2, 1.4),
+    ((0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512), 0.31, 0.01, 40.0),
+    ((0.01, 0.02, 0.04, 0.08), 0.055, 1.0, 12.0),
+)
+
+
+def _linear_crossover(d, s, dense):
+    for i in range(len(d) - 1):
+        if s[i] < dense <= s[i + 1]:
+            return d[i] + (dense - s[i]) * (d[i + 1] - d[i]) / (s[i + 1] - s[i])
+    return None
+
+
+def check_crossover(crossover: Callable, choose: Callable, number: str = "5.3",
+                    title: str = "sparse or dense from a measured crossover") -> None:
+    """``crossover(densities, sparse_ms, dense_ms)`` interpolates where sparse meets dense (None
+    when it does not in the range); ``choose(density, crossover)`` says "sparse" or "dense"."""
+    with Exercise(number, title):
+        answers = []
+        for densities, true, overhead, dense in CROSSOVER_CASES:
+            sparse = _synthetic_sweep(true, densities, overhead, dense)
+            answers.append(crossover(list(densities), list(sparse), dense))
+        if len(set(map(repr, answers))) == 1 and answers[0] is not None:
+            raise AssertionError(f"crossover(...) returned {answers[0]!r} for every data set, though "
+                                 "their crossovers differ: a fixed rule of thumb? Compute it from "
+                                 "the measured times.")
+        for (densities, true, overhead, dense), got in zip(CROSSOVER_CASES, answers):
+            sparse = _synthetic_sweep(true, densities, overhead, dense)
+            want = _linear_crossover(densities, sparse, dense)
+            if got is None:
+                raise AssertionError(f"crossover(...) returned None, but sparse ({sparse[0]:.3g} ms at "
+                                     f"{densities[0]}) is faster than dense ({dense} ms) at low "
+                                     f"density and slower at {densities[-1]}: they cross in between.")
+            if not abs(float(got) - want) <= 0.05 * want:
+                lo = max(x for x in densities if x <= want)
+                hi = min(x for x in densities if x >= want)
+                hint = (" That is a measured density, not the interpolated crossing: interpolate "
+                        "between the two densities that bracket it." if float(got) in densities
+                        else "")
+                times = ", ".join(f"{v:.3g}" for v in sparse)
+                raise AssertionError(f"for dense = {dense} ms and sparse times [{times}] ms at "
+                                     f"densities {list(densities)}, "
+                                     f"the crossover is {want:.4g} (between {lo} and {hi}); "
+                                     f"you returned {got!r}.{hint}")
+        d = (0.001, 0.01, 0.1)
+        for sparse, dense, why in (((2.0, 3.0, 9.0), 1.0, "sparse is slower everywhere"),
+                                   ((0.1, 0.2, 0.5), 1.0, "sparse is faster everywhere")):
+            got = crossover(list(d), list(sparse), dense)
+            if got is not None:
+                raise AssertionError(f"when {why} in the measured range (sparse {sparse} ms, dense "
+                                     f"{dense} ms), there is no crossover in it: return None, not {got!r}.")
+        for density, cross, want in ((0.001, 0.075, "sparse"), (0.07, 0.075, "sparse"),
+                                     (0.08, 0.075, "dense"), (0.5, 0.075, "dense"),
+                                     (0.2, 0.31, "sparse"), (0.013, 0.013, "dense")):
+            got = choose(density, cross)
+            if got != want:
+                raise AssertionError(f"choose({density}, crossover={cross}) returned {got!r}; below "
+                                     f"the crossover sparse is faster (\"sparse\"), at or above it "
+                                     f"dense is (\"dense\").")
+
+
+# --------------------------------------------------------------------------- 5.4 % of peak
+
+PEAK_CASES = (
+    # (m, n, k, seconds, gpu, precision)
+    (4096, 4096, 4096, 2.9e-3, "H100-SXM", "bf16"),
+    (8192, 8192, 8192, 0.0216, "H200", "fp32"),
+    (1000, 3000, 777, 1.1e-4, "A100-SXM4-80GB", "tf32"),
+    (2048, 512, 8192, 1.6e-3, "T4", "fp16"),
+    (4096, 4096, 4096, 0.031, "L4", "fp32"),
+)
+
+
+def percent_of_peak_reference(m, n, k, seconds, gpu, precision) -> float:
+    return 100.0 * 2.0 * m * n * k / seconds / specs.lookup(gpu).peak_flops(precision)
+
+
+def check_percent_of_peak(percent_of_peak: Callable, number: str = "5.4",
+                          title: str = "% of the datasheet peak") -> None:
+    """``percent_of_peak(m, n, k, seconds, gpu, precision)`` for an m×k by k×n matmul."""
+    with Exercise(number, title):
+        for m, n, k, s, gpu, p in PEAK_CASES:
+            got = percent_of_peak(m, n, k, s, gpu, p)
+            want = percent_of_peak_reference(m, n, k, s, gpu, p)
+            if not isinstance(got, (int, float, np.floating)) or not np.isfinite(got):
+                raise AssertionError(f"return a number (a percentage), got {got!r}.")
+            if abs(got - want) <= 1e-6 * want:
+                continue
+            ratio = got / want
+            spec = specs.lookup(gpu)
+            hints = {0.5: "a multiply-add is 2 FLOPs: an m×k by k×n matmul does 2·m·n·k.",
+                     0.01: "return a percentage (0-100), not a fraction.",
+                     1 / (1.024 ** 4): "1 TFLOP/s is 1e12 FLOP/s, not 2**40."}
+            hint = next((h for r, h in hints.items() if abs(ratio - r) < 1e-3 * r), "")
+            if not hint and p != "fp32" and "fp32" in spec.peak_tflops and abs(
+                    got - want * spec.peak_tflops[p] / spec.peak_tflops["fp32"]) < 1e-6 * got:
+                hint = f"use the {p} peak, not the fp32 one: gc.specs.lookup(gpu).peak_flops(precision)."
+            raise AssertionError(f"{m}×{k} by {k}×{n} in {s * 1e3:g} ms on {spec.name} in {p}: "
+                                 f"expected {want:.4g} %, got {got:.4g}.{' ' + hint if hint else ''}")
+        try:
+            got = percent_of_peak(4096, 4096, 4096, 1e-2, "T4", "bf16")
+        except PrecisionError:
+            pass
+        else:
+            raise AssertionError(f"the T4 has no bf16 peak (its tensor cores do fp16 and int8), yet "
+                                 f"you returned {got!r}: let gc.specs raise its PrecisionError.")
+
+
+__all__ = [n for n in dir() if not n.startswith("_")]

@@ -1,0 +1,389 @@
+"""Lab checkers of chapter 6 (mixed precision and quantization).
+
+Each ``check_*`` runs a learner's function or class on edge cases (outlier channels, an
+all-zero channel, NaN as well as inf, overflow on the step a scale would grow, GPUs
+without BF16 or with slow FP16), prints one success line, and otherwise raises an
+AssertionError that says what is wrong. References are written here again on purpose:
+checkers never import ``experiments``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from types import MappingProxyType
+
+import numpy as np
+
+from .. import models, specs
+from . import Exercise
+
+
+def _np(x) -> np.ndarray:
+    if hasattr(x, "detach"):
+        x = x.detach().cpu()
+        if str(x.dtype) == "torch.bfloat16":
+            x = x.float()
+        return x.numpy()
+    return np.asarray(x)
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+# --------------------------------------------------------------------------- 6.1 per-channel INT8
+
+def weights_with_outliers(rows: int, cols: int, seed: int = 0, outliers: int = 3,
+                          zero_rows: int = 1):
+    """FP32 weights whose rows differ in scale, with a few outlier rows (one negative-dominated) and all-zero rows."""
+    torch = _torch()
+    g = torch.Generator().manual_seed(seed)
+    w = torch.randn(rows, cols, generator=g) * torch.exp(torch.randn(rows, 1, generator=g))
+    if rows > 2:
+        idx = torch.randperm(rows, generator=g)
+        for k, i in enumerate(idx[:outliers].tolist()):
+            w[i] *= 50.0
+            if k == 0:  # its largest magnitude is negative: max() instead of abs().max() fails
+                w[i] = -w[i].abs()
+                w[i, 0] *= 0.1
+        for i in idx[outliers:outliers + zero_rows].tolist():
+            w[i] = 0.0
+    return w
+
+
+QUANT_SHAPES = ((1, 1), (1, 33), (7, 13), (64, 256), (97, 61))
+
+
+def check_quantize(quantize, number: str = "6.1",
+                   title: str = "symmetric per-channel INT8 quantization") -> None:
+    """``quantize(w) -> (q, scale)``: INT8 ``q`` (rows x cols) and one FP32 scale per row.
+
+    Dequantized ``q * scale[:, None]`` must be within half a step (``scale / 2``) of ``w``
+    element by element, the scale must be the row's max |w| / 127, and all-zero rows must
+    come back as zeros (no NaN).
+    """
+    torch = _torch()
+    with Exercise(number, title):
+        for i, (r, c) in enumerate(QUANT_SHAPES):
+            w = weights_with_outliers(r, c, seed=i)
+            got = quantize(w.clone())
+            assert isinstance(got, tuple) and len(got) == 2, \
+                "return a tuple (q, scale): the INT8 values and one scale per row."
+            q, scale = got
+            qn, sn = _np(q), _np(scale).astype(np.float64)
+            assert qn.shape == (r, c), f"q has shape {qn.shape}, expected {(r, c)} (same as w)."
+            assert qn.dtype == np.int8, (f"q has dtype {qn.dtype}; store it as int8 "
+                                         "(torch.int8): one byte per weight is the point.")
+            if sn.shape == (r, 1):
+                sn = sn[:, 0]
+            assert sn.shape == (r,), (f"scale has shape {sn.shape}; expected one scale per row "
+                                      f"(output channel), shape ({r},). A scale per column or "
+                                      "per tensor is a different scheme.")
+            assert np.isfinite(sn).all() and (sn > 0).all(), (
+                "a scale is 0, NaN or inf: an all-zero row has max |w| = 0, and anything that "
+                "later divides by its scale gets NaN; guard it (use scale 1 for such a row).")
+            assert int(qn.min()) >= -127 and int(qn.max()) <= 127, (
+                f"q spans {int(qn.min())}..{int(qn.max())}; symmetric INT8 uses -127..127 "
+                "(divide by 127 and clamp).")
+            wn = w.numpy().astype(np.float64)
+            amax = np.abs(wn).max(axis=1)
+            nz = amax > 0
+            want = amax[nz] / 127
+            bad = np.abs(sn[nz] - want) > 1e-6 * want
+            if bad.any():
+                k = int(np.flatnonzero(nz)[np.argmax(bad)])
+                hint = (" (that is max(w)/127: use the largest MAGNITUDE, a row's biggest weight "
+                        "can be negative)" if abs(sn[k] - wn[k].max() / 127) < 1e-6 * amax[k]
+                        else "")
+                raise AssertionError(f"row {k}: scale {sn[k]:.6g} but max|w|/127 = "
+                                     f"{amax[k] / 127:.6g}{hint}. Each row (output channel) "
+                                     "gets its own scale from its own largest |w|.")
+            deq = qn.astype(np.float64) * sn[:, None]
+            zero_rows = ~nz
+            assert np.all(deq[zero_rows] == 0), "an all-zero row must dequantize to zeros."
+            err = np.abs(deq - wn)
+            limit = sn[:, None] / 2 * (1 + 1e-5) + 1e-12
+            if (err > limit).any():
+                k, j = np.unravel_index(int(np.argmax(err - limit)), err.shape)
+                raise AssertionError(
+                    f"shape {(r, c)}: w[{k},{j}] = {wn[k, j]:.6g} came back as {deq[k, j]:.6g}, "
+                    f"off by {err[k, j]:.3g} > half a step ({sn[k] / 2:.3g}). Round to the "
+                    "nearest integer (torch.round) before converting to int8; a plain cast "
+                    "truncates toward zero.")
+        rel = float(np.linalg.norm(deq - wn) / max(np.linalg.norm(wn), 1e-30))
+        assert rel < 0.01, f"relative error {rel:.3g} on the 97 x 61 case; expected < 1 %."
+
+
+def reference_quantize(w):
+    """The reference answer of 6.1 (used by the tests)."""
+    torch = _torch()
+    amax = w.abs().amax(dim=1, keepdim=True)
+    scale = torch.where(amax > 0, amax / 127, torch.ones_like(amax))
+    return torch.round(w / scale).clamp(-127, 127).to(torch.int8), scale.squeeze(1)
+
+
+# --------------------------------------------------------------------------- 6.2 dynamic loss scaler
+
+class ReferenceScaler:
+    """The dynamic loss scaling rule of torch.amp.GradScaler, for the checker."""
+
+    def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
+                 growth_interval=2000):
+        self.scale, self.growth_factor = float(init_scale), growth_factor
+        self.backoff_factor, self.growth_interval = backoff_factor, growth_interval
+        self.clean_steps = 0
+
+    def unscale(self, grads):
+        out = [g.float() / self.scale for g in grads]
+        torch = _torch()
+        return out, not all(bool(torch.isfinite(g).all()) for g in out)
+
+    def update(self, found_inf: bool) -> None:
+        if found_inf:
+            self.scale *= self.backoff_factor
+            self.clean_steps = 0
+        else:
+            self.clean_steps += 1
+            if self.clean_steps == self.growth_interval:
+                self.scale *= self.growth_factor
+                self.clean_steps = 0
+
+
+# Which steps overflow, and how: "inf", "-inf" or "nan" in one of the gradient tensors.
+SCALER_SCRIPT = (None, None, "inf", None, None, None, None, "nan", None, None, "-inf", "inf",
+                 None, None, None, None, None, None, None, "inf", None, None, None, None, None)
+
+
+def _scripted_grads(step: int, scale: float, event, seed: int = 0):
+    """True FP32 gradients (some tiny) and their scaled FP16 copies, with an injected overflow."""
+    torch = _torch()
+    g = torch.Generator().manual_seed(seed + step)
+    true = [torch.randn(17, 9, generator=g) * 1e-6, torch.randn(33, generator=g) * 3e-7,
+            torch.randn(5, 5, generator=g) * 1e-4]
+    raw = [(t * scale).to(torch.float16) for t in true]
+    if event:
+        value = {"inf": float("inf"), "-inf": float("-inf"), "nan": float("nan")}[event]
+        raw[step % 3].view(-1)[step % 5] = value
+    return true, raw
+
+
+def check_loss_scaler(scaler_class, number: str = "6.2",
+                      title: str = "dynamic loss scaling with back-off and growth") -> None:
+    """``scaler_class(init_scale, growth_factor, backoff_factor, growth_interval)`` with
+    ``.scale``, ``.unscale(grads) -> (fp32 grads, found_inf)`` and ``.update(found_inf)``.
+
+    Driven through a scripted sequence of FP16 gradients with inf, -inf and NaN at chosen
+    steps (one of them on the step the scale would grow), against the GradScaler rule.
+    """
+    torch = _torch()
+    with Exercise(number, title):
+        for interval, init in ((3, 2.0 ** 10), (5, 2.0 ** 16)):
+            mine = scaler_class(init_scale=init, growth_factor=2.0, backoff_factor=0.5,
+                                growth_interval=interval)
+            ref = ReferenceScaler(init, 2.0, 0.5, interval)
+            for step, event in enumerate(SCALER_SCRIPT):
+                assert float(mine.scale) == ref.scale, (
+                    f"growth_interval={interval}: before step {step} the scale is "
+                    f"{float(mine.scale):g}, expected {ref.scale:g}. "
+                    + _scaler_hint(SCALER_SCRIPT, step))
+                true, raw = _scripted_grads(step, ref.scale, event)
+                got = mine.unscale([r.clone() for r in raw])
+                assert isinstance(got, tuple) and len(got) == 2, \
+                    "unscale must return (list of unscaled gradients, found_inf)."
+                grads, found = got
+                assert bool(found) == bool(event), (
+                    f"step {step}: found_inf is {bool(found)} but the gradients "
+                    + (f"contain {event}: check with torch.isfinite, which catches inf, -inf "
+                       "and NaN." if event else "are all finite."))
+                if not event:
+                    assert len(grads) == len(raw), "return one unscaled gradient per input."
+                    for k, (gk, tk) in enumerate(zip(grads, true)):
+                        assert gk.dtype == torch.float32, (
+                            f"unscaled gradient {k} is {gk.dtype}: unscale in FP32 "
+                            "(g.float() / scale). Dividing in FP16 underflows again.")
+                        want = (raw[k].float() / ref.scale)
+                        err = float((gk - want).abs().max())
+                        assert err <= 1e-6 * float(want.abs().max()) + 1e-30, (
+                            f"step {step}: gradient {k} is off by {err:.3g} after unscaling; "
+                            "divide by the current scale.")
+                        rel = float((gk - tk).norm() / tk.norm())
+                        assert rel < 1e-2, (f"step {step}: gradient {k} differs from the true "
+                                            f"gradient by {rel:.2%}; divide by the scale.")
+                mine.update(bool(found))
+                ref.update(bool(event))
+            assert float(mine.scale) == ref.scale, (
+                f"after the script the scale is {float(mine.scale):g}, expected {ref.scale:g}.")
+
+
+def _scaler_hint(script, step: int) -> str:
+    prev = script[step - 1] if step else None
+    if prev:
+        return ("The step before overflowed: multiply the scale by backoff_factor and reset the "
+                "count of clean steps to 0.")
+    return ("Grow the scale (x growth_factor) after exactly growth_interval clean steps in a row, "
+            "then restart the count; an overflow resets the count.")
+
+
+# --------------------------------------------------------------------------- 6.3 choose a precision
+
+def _expected_choice(gpu) -> tuple[str, bool]:
+    if "bf16" in gpu.precisions:
+        return "bf16", False
+    if "fp16" in gpu.precisions and gpu.peak_flops("fp16") > gpu.peak_flops("fp32"):
+        return "fp16", True
+    return "fp32", False
+
+
+def synthetic_gpus() -> list:
+    """GPUs the table does not have: a Pascal-like part with slow FP16, one without FP16 at all,
+    and a newer part whose name gives nothing away."""
+    base = specs.lookup("T4")
+    mk = lambda **kw: dataclasses.replace(base, **kw)  # noqa: E731
+    return [
+        mk(key="P-slow-fp16", name="Lab GPU (cc 6.1, FP16 at 1/64 rate)", compute_capability=(6, 1),
+           peak_tflops=MappingProxyType({"fp64": 0.3, "fp32": 10.0, "fp16": 0.16}),
+           device_names=(), aliases=()),
+        mk(key="K-fp32-only", name="Lab GPU (cc 3.7, FP32 only)", compute_capability=(3, 7),
+           peak_tflops=MappingProxyType({"fp64": 1.5, "fp32": 4.4}), device_names=(), aliases=()),
+        mk(key="X-unnamed", name="Lab GPU X", compute_capability=(8, 9),
+           peak_tflops=MappingProxyType({"fp32": 40.0, "tf32": 80.0, "fp16": 160.0,
+                                         "bf16": 160.0, "int8": 320.0, "fp8": 320.0}),
+           device_names=(), aliases=()),
+    ]
+
+
+def check_choose_precision(choose, number: str = "6.3",
+                           title: str = "a training precision for each GPU") -> None:
+    """``choose(gpu: GPUSpec) -> (precision, loss_scaling)`` for every GPU in the table and three
+    synthetic ones (slow FP16, no FP16, an unfamiliar name)."""
+    with Exercise(number, title):
+        for gpu in list(specs.all_gpus()) + synthetic_gpus():
+            got = choose(gpu)
+            assert isinstance(got, tuple) and len(got) == 2, \
+                "return a tuple (precision, needs_loss_scaling), e.g. ('fp16', True)."
+            prec, scaling = str(got[0]).lower(), bool(got[1])
+            want, want_scaling = _expected_choice(gpu)
+            if prec in ("int8", "fp8"):
+                raise AssertionError(f"{gpu.key}: {prec} is an inference format here; training "
+                                     "uses fp32, tf32, fp16 or bf16 (with FP32 master weights).")
+            assert prec == want, (
+                f"{gpu.key} (cc {gpu.cc}, peaks {dict(gpu.peak_tflops)} TFLOP/s): you chose "
+                f"{prec}, expected {want}. Decide from the table's peaks: bf16 where the GPU "
+                "has BF16 tensor cores, else fp16 where FP16 is faster than FP32, else fp32.")
+            assert scaling == want_scaling, (
+                f"{gpu.key}: {prec} with loss scaling={scaling}; "
+                + ("FP16 needs loss scaling (its range ends at 6e-8)." if prec == "fp16" else
+                   f"{prec} has FP32's exponent range, so it needs no loss scaling."))
+
+
+# --------------------------------------------------------------------------- 6.4 memory
+
+MEMORY_CASES = [(p, a, dt, opt) for p, a in ((7_000_000_000, 30_000_000_000), (125_000_000, 0),
+                                            (1, 1), (350_000_000, 4_096_000_000))
+                for dt in ("fp32", "bf16", "fp16") for opt in ("adam", "sgd", "momentum")]
+
+
+def check_training_bytes(fn, number: str = "6.4",
+                         title: str = "memory of a training step by precision") -> None:
+    """``fn(params, activations, dtype, optimizer) -> bytes`` against ``models.training_memory``."""
+    with Exercise(number, title):
+        for params, acts, dt, opt in MEMORY_CASES:
+            got = fn(params, acts, dt, opt)
+            m = models.training_memory(params, acts, dtype=dt, optimizer=opt)
+            if got == m.total:
+                continue
+            parts = {"weights": m.weights, "gradients": m.gradients,
+                     "fp32 master weights": m.master_copy, "optimizer state": m.optimizer_state,
+                     "activations": m.activations}
+            hint = ""
+            if dt != "fp32" and got == m.total - m.master_copy:
+                hint = " You left out the FP32 master copy of the weights."
+            elif dt != "fp32" and m.optimizer_state and got == m.total - m.optimizer_state // 2:
+                hint = " The optimizer state stays in FP32 (4 bytes per value) in mixed precision."
+            elif dt != "fp32" and got == m.total + m.activations:
+                hint = " Activations are stored in the low precision (2 bytes each)."
+            raise AssertionError(
+                f"params={params:,}, activations={acts:,}, {dt}, {opt}: got {got:,} bytes, "
+                f"expected {m.total:,}.{hint} Breakdown: "
+                + ", ".join(f"{k} {v:,}" for k, v in parts.items()))
+
+
+def reference_training_bytes(params: int, activations: int, dtype: str, optimizer: str) -> int:
+    """The reference answer of 6.4 (used by the tests)."""
+    size = {"fp32": 4, "bf16": 2, "fp16": 2}[dtype]
+    states = {"sgd": 0, "momentum": 1, "adam": 2}[optimizer]
+    master = 4 * params if size < 4 else 0
+    return params * size * 2 + master + params * states * 4 + activations * size
+
+
+# --------------------------------------------------------------------------- 6.5 INT8 GEMM
+
+GEMM_SHAPES = ((17, 8, 8), (33, 64, 24), (64, 4099, 40), (129, 1024, 96))
+
+
+def _ref_int8_matmul(a, b):
+    """a (m, k) per row, b (k, n) per column, INT32 accumulation, FP32 rescale."""
+    a, b = a.astype(np.float64), b.astype(np.float64)
+    sa = np.abs(a).max(axis=1, keepdims=True) / 127
+    sb = np.abs(b).max(axis=0, keepdims=True) / 127
+    sa[sa == 0] = 1
+    sb[sb == 0] = 1
+    qa = np.clip(np.round(a / sa), -127, 127).astype(np.int64)
+    qb = np.clip(np.round(b / sb), -127, 127).astype(np.int64)
+    return (qa @ qb).astype(np.float64) * sa * sb
+
+
+def check_int8_matmul(fn, number: str = "6.5", title: str = "an INT8 matrix multiply") -> None:
+    """``fn(a, b) -> c``: FP32 a (m, k) and b (k, n) quantized per row of a and per column of b,
+    multiplied in integers with INT32 accumulation, rescaled to FP32."""
+    torch = _torch()
+    with Exercise(number, title):
+        for i, (m, k, n) in enumerate(GEMM_SHAPES):
+            g = torch.Generator().manual_seed(100 + i)
+            a = torch.randn(m, k, generator=g) * torch.exp(torch.randn(m, 1, generator=g))
+            b = torch.randn(k, n, generator=g) * torch.exp(torch.randn(1, n, generator=g))
+            if k > 1000:  # same-sign inputs: a product of many 127s overflows 16-bit sums
+                a, b = a.abs(), b.abs()
+            got = _np(fn(a.clone(), b.clone())).astype(np.float64)
+            assert got.shape == (m, n), f"result has shape {got.shape}, expected {(m, n)}."
+            assert np.isfinite(got).all(), (
+                f"shape {(m, k, n)}: the result has inf or NaN. Accumulate in INT32 "
+                "(torch._int_mm, or .to(torch.int32) before the sum): FP16 and INT16 sums of "
+                f"{k} products up to 127*127 overflow.")
+            want = _ref_int8_matmul(a.numpy(), b.numpy())
+            exact = a.double().numpy() @ b.double().numpy()
+            err_q = np.abs(got - want).max() / np.abs(want).max()
+            err_x = np.linalg.norm(got - exact) / np.linalg.norm(exact)
+            assert err_q < 1e-4, (
+                f"shape {(m, k, n)}: differs from the INT8 reference by {err_q:.2g} (relative to "
+                f"its largest entry); error vs FP32 is {err_x:.2g}. Quantize a per ROW and b per "
+                "COLUMN (symmetric, max|x|/127, round), multiply the integers, accumulate in "
+                "INT32, then multiply by both scales.")
+            assert err_x < 0.02, f"shape {(m, k, n)}: error vs FP32 {err_x:.2g} is over 2 %."
+
+
+def reference_int8_matmul(a, b):
+    """The reference answer of 6.5 (used by the tests)."""
+    torch = _torch()
+    sa = a.abs().amax(dim=1, keepdim=True) / 127
+    sb = b.abs().amax(dim=0, keepdim=True) / 127
+    sa = torch.where(sa > 0, sa, torch.ones_like(sa))
+    sb = torch.where(sb > 0, sb, torch.ones_like(sb))
+    qa = torch.round(a / sa).clamp(-127, 127).to(torch.int8)
+    qb = torch.round(b / sb).clamp(-127, 127).to(torch.int8)
+    acc = torch._int_mm(_pad_rows(qa), qb)[: a.shape[0]] if hasattr(torch, "_int_mm") else \
+        qa.to(torch.int32) @ qb.to(torch.int32)
+    return acc.float() * sa * sb
+
+
+def _pad_rows(q, rows: int = 17):
+    """torch._int_mm on a GPU wants more than 16 rows."""
+    torch = _torch()
+    if q.shape[0] >= rows:
+        return q
+    return torch.cat([q, torch.zeros(rows - q.shape[0], q.shape[1], dtype=q.dtype)])
+
+
+__all__ = [n for n in dir() if not n.startswith("_")]

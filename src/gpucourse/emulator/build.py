@@ -1,0 +1,320 @@
+"""Compiling CUDA C for the CPU emulator (cached), loading it, and running launches."""
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import CompileError, CourseError, DeviceError, LaunchError
+from .source import (KernelSignature, c_string, check_supported, define_lines, find_kernels,
+                     rewrite_for_emulator)
+
+HERE = Path(__file__).resolve().parent
+PRELUDE = HERE / "cuda_emu.h"
+RUNTIME = HERE / "runtime.cpp"
+
+#: Dynamic shared memory one block may ask for on the emulator (the CUDA default limit).
+SHARED_MEM_LIMIT = 48 * 1024
+#: Stack of each emulated thread, in KB (override with GPUCOURSE_EMU_STACK_KB).
+DEFAULT_STACK_KB = 32
+ORDERS = {"forward": 0, "reverse": 1, "shuffle": 2}
+
+# -O2 because the emulator is also a teaching tool for speed-ups on the CPU side; no strict
+# aliasing because CUDA code reinterprets float* as float4* freely.
+BASE_FLAGS = ("-O2", "-std=c++17", "-fPIC", "-fvisibility=hidden", "-fno-strict-aliasing",
+              "-fno-math-errno", "-U_FORTIFY_SOURCE", "-w")
+
+_lock = threading.RLock()          # one launch at a time: the runtime's state is global
+_loaded: dict[str, "Library"] = {}
+
+
+class KernelError(CourseError, RuntimeError):
+    """A kernel that failed while it ran: stuck at a barrier, crashed, timed out or raced."""
+
+
+# --------------------------------------------------------------------------- toolchain
+
+def cache_dir() -> Path:
+    """Folder of compiled emulator libraries: $GPUCOURSE_CACHE, else the user's cache folder."""
+    root = os.environ.get("GPUCOURSE_CACHE")
+    if not root:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        root = os.path.join(base, "gpucourse")
+    path = Path(root) / "emulator"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:  # a read-only home: fall back to the temporary folder
+        path = Path(tempfile.gettempdir()) / f"gpucourse-{os.getuid()}" / "emulator"
+        path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@functools.lru_cache(maxsize=None)
+def compiler() -> tuple[str, str]:
+    """(path, identity) of the C++ compiler: $CXX, else g++, c++ or clang++ on PATH."""
+    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
+    if not cxx:
+        raise DeviceError(
+            "The CPU emulator needs a C++ compiler and none was found: install g++ "
+            "(Debian/Ubuntu: apt install g++; conda: conda install -c conda-forge cxx-compiler; "
+            "macOS: xcode-select --install).")
+    try:
+        version = subprocess.run([cxx, "--version"], capture_output=True, text=True,
+                                 timeout=30).stdout.strip().splitlines()[0]
+        machine = subprocess.run([cxx, "-dumpmachine"], capture_output=True, text=True,
+                                 timeout=30).stdout.strip()
+    except (OSError, IndexError, subprocess.SubprocessError) as exc:
+        raise DeviceError(f"The C++ compiler {cxx} does not run ({exc}); set CXX to a working one.")
+    return cxx, f"{version} {machine}"
+
+
+def _kernel_flags() -> tuple[str, ...]:
+    # Probe the stack page by page, so that a frame too big for a thread's stack hits its
+    # guard page (a clear error) instead of silently landing in a neighbour's stack.
+    _, ident = compiler()
+    return ("-fstack-clash-protection",) if ("GCC" in ident or "g++" in ident) else ()
+
+
+def _link_flags() -> tuple[str, ...]:
+    # A shared library may keep undefined symbols until it is loaded; refuse them at link
+    # time instead, where the error can name the missing function.
+    return ("-pthread",) if sys.platform == "darwin" else ("-pthread", "-Wl,--no-undefined")
+
+
+def switch_kind_requested() -> str:
+    """``auto`` (the fast switch where there is one) or ``ucontext``, from GPUCOURSE_EMU_SWITCH."""
+    value = os.environ.get("GPUCOURSE_EMU_SWITCH", "auto").strip().lower() or "auto"
+    if value not in ("auto", "ucontext"):
+        raise DeviceError(f"GPUCOURSE_EMU_SWITCH={value!r} is not a choice: use 'auto' or 'ucontext'.")
+    return value
+
+
+def _hash(*parts) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p if isinstance(p, bytes) else repr(p).encode())
+        h.update(b"\0")
+    return h.hexdigest()[:24]
+
+
+def _compile(cmd: list[str], out: Path, filename: str, source: str | None = None) -> None:
+    """Run the compiler into a temporary file and rename it, so parallel builds never clash."""
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    # LC_ALL=C: plain ASCII quotes in messages.
+    proc = subprocess.run(cmd + ["-o", str(tmp)], capture_output=True, text=True,
+                          env={**os.environ, "LC_ALL": "C"})
+    if proc.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        err = CompileError(explain_compiler_errors(proc.stderr, filename, source))
+        err.log = proc.stderr
+        raise err
+    os.replace(tmp, out)
+
+
+def _object(source: Path, flags: tuple[str, ...], tag: str) -> Path:
+    cxx, ident = compiler()
+    key = _hash(source.read_bytes(), PRELUDE.read_bytes(), flags, ident)
+    out = cache_dir() / f"{tag}-{key}.o"
+    if not out.exists():
+        _compile([cxx, *flags, "-I", str(HERE), "-c", str(source)], out, source.name)
+    return out
+
+
+def runtime_object(switch: str | None = None) -> Path:
+    """The compiled runtime (cached); ``switch="ucontext"`` forces the portable switch."""
+    switch = switch or switch_kind_requested()
+    flags = BASE_FLAGS + (("-DGCEMU_FORCE_UCONTEXT",) if switch == "ucontext" else ())
+    return _object(RUNTIME, flags, f"runtime-{switch}")
+
+
+# --------------------------------------------------------------------------- errors
+
+_ERROR = re.compile(r"^(?P<file>.+?):(?P<line>\d+):(?:\d+:)? (?:fatal )?error: (?P<msg>.*)$")
+
+
+def source_line(source: str | None, line: int | str) -> str:
+    """Line ``line`` (1-based) of ``source``, stripped; '' when there is none."""
+    rows = (source or "").splitlines()
+    return rows[int(line) - 1].strip() if 0 < int(line) <= len(rows) else ""
+
+
+def explain_compiler_errors(log: str, filename: str, source: str | None = None) -> str:
+    """The first useful error of a g++/clang log, located in the kernel file's own lines."""
+    lines = log.splitlines()
+    for i, text in enumerate(lines):
+        m = _ERROR.match(text)
+        if not m:
+            continue
+        msg = m.group("msg").replace("static assertion failed: ", "")
+        if os.path.basename(m.group("file")) == filename:
+            code = source_line(source, m.group("line"))
+            return f"{filename} line {m.group('line')}: {msg}" + (f"\n    {code}" if code else "")
+        # An error inside the prelude or the entry points: name the kernel line that led there.
+        for other in lines:
+            o = re.match(rf"^{re.escape(filename)}:(\d+):", other)
+            if o:
+                return f"{filename} line {o.group(1)}: {msg}"
+        if "entry points" in m.group("file"):
+            return f"{filename}: the emulator cannot pass this kernel's arguments: {msg}"
+        return f"{filename}: {msg} (in {os.path.basename(m.group('file'))} line {m.group('line')})"
+    for text in lines:
+        u = re.search(r"undefined reference to [`'](.+?)'", text)
+        if u:
+            return (f"{filename}: `{u.group(1)}` is used but never defined (a __device__ "
+                    f"function declared without a body, or one CUDA has that the emulator lacks).")
+    useful = [t for t in lines if "error" in t.lower()] or lines[-3:] or ["no output"]
+    return f"{filename}: the C++ compiler failed: {useful[0].strip()}"
+
+
+# --------------------------------------------------------------------------- building
+
+def translation_unit(source: str, filename: str, defines: dict | None,
+                     kernels: list[KernelSignature]) -> str:
+    """The C++ file the emulator compiles: prelude, defines, the kernel source, entry points."""
+    head = ['#include "cuda_emu.h"', *define_lines(defines), f'#line 1 "{c_string(filename)}"']
+    tail = ['#line 1 "<gpucourse emulator entry points>"']
+    tail += [f"GCEMU_EXPORT void __gcemu_entry_{k.name}(void** a) {{ __gcemu_invoke({k.name}, a); }}"
+             for k in kernels]
+    return "\n".join(head) + "\n" + rewrite_for_emulator(source) + "\n" + "\n".join(tail) + "\n"
+
+
+def build_library(source: str, *, filename: str = "kernel.cu", defines: dict | None = None,
+                  extra_flags=(), extra_sources=(), extra_source_flags=(),
+                  switch: str | None = None) -> "Library":
+    """Compile CUDA C ``source`` for the emulator (or take it from the cache) and load it.
+
+    ``extra_flags`` go to the kernel's compilation only (e.g. instrumentation);
+    ``extra_sources`` are C++ files compiled with the base flags plus
+    ``extra_source_flags`` and linked in (e.g. the hooks that instrumentation calls).
+    ``switch="ucontext"`` forces the portable context switch.
+    """
+    filename = os.path.basename(filename) or "kernel.cu"
+    check_supported(source, filename)
+    kernels = find_kernels(source, filename)
+    tu = translation_unit(source, filename, defines, kernels)
+    switch = switch or switch_kind_requested()
+    cxx, ident = compiler()
+    runtime = runtime_object(switch)
+    extras = [_object(Path(p), BASE_FLAGS + tuple(extra_source_flags), "extra")
+              for p in extra_sources]
+    flags = BASE_FLAGS + _kernel_flags() + tuple(extra_flags)
+    key = _hash(tu, PRELUDE.read_bytes(), runtime.name, [e.name for e in extras], flags,
+                _link_flags(), ident)
+    with _lock:
+        if key in _loaded:
+            return _loaded[key]
+    stem = re.sub(r"[^A-Za-z0-9_]", "_", Path(filename).stem)[:40] or "kernel"
+    so = cache_dir() / f"{stem}-{key}.so"
+    if not so.exists():
+        cpp = cache_dir() / f"{stem}-{key}.cpp"
+        tmp = cpp.with_name(f".{cpp.name}.{os.getpid()}.tmp")
+        tmp.write_text(tu)
+        os.replace(tmp, cpp)
+        _compile([cxx, *flags, "-I", str(HERE), "-shared", str(cpp), str(runtime),
+                  *map(str, extras), *_link_flags()], so, filename, source)
+    lib = Library(so, filename, kernels, switch)
+    with _lock:
+        return _loaded.setdefault(key, lib)
+
+
+def _reopen(path, filename, kernels, switch):
+    return Library(path, filename, kernels, switch)
+
+
+class Library:
+    """An emulator build of one CUDA C source: its kernels, ready to launch."""
+
+    def __init__(self, path, filename: str, kernels, switch: str = "auto"):
+        self.path = Path(path)
+        self.filename = filename
+        self.kernels = {k.name: k for k in kernels}
+        self.switch = switch
+        self._dll = dll = ctypes.CDLL(str(self.path))
+        dll.gcemu_launch.restype = ctypes.c_int
+        dll.gcemu_launch.argtypes = [
+            ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint),
+            ctypes.POINTER(ctypes.c_uint), ctypes.c_uint, ctypes.c_int, ctypes.c_ulonglong,
+            ctypes.c_uint, ctypes.c_char_p, ctypes.c_uint]
+        dll.gcemu_output.restype = ctypes.c_size_t
+        dll.gcemu_output.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        dll.gcemu_output_clear.restype = ctypes.c_int
+        dll.gcemu_switch_kind.restype = ctypes.c_char_p
+        dll.gcemu_static_shared_bytes.restype = ctypes.c_size_t
+        self._entries = {name: ctypes.cast(getattr(dll, f"__gcemu_entry_{name}"), ctypes.c_void_p)
+                         for name in self.kernels}
+
+    def __reduce__(self):
+        return _reopen, (str(self.path), self.filename, tuple(self.kernels.values()), self.switch)
+
+    def __repr__(self) -> str:
+        return f"<emulator library {self.filename}: {', '.join(self.kernels)}>"
+
+    @property
+    def switch_kind(self) -> str:
+        """The context switch compiled in: ``"x86-64 assembly"`` or ``"ucontext"``."""
+        return self._dll.gcemu_switch_kind().decode()
+
+    @property
+    def static_shared_bytes(self) -> int:
+        """Bytes of all static ``__shared__`` variables of the file together."""
+        return int(self._dll.gcemu_static_shared_bytes())
+
+    def _take_output(self) -> str:
+        n = self._dll.gcemu_output(None, 0)
+        text = ""
+        if n:
+            buf = ctypes.create_string_buffer(n)
+            self._dll.gcemu_output(buf, n)
+            text = buf.raw[:n].decode(errors="replace")
+        if self._dll.gcemu_output_clear():
+            text += "[printf output stopped at 1 MB, as a GPU's printf buffer would]\n"
+        return text
+
+    def launch(self, name: str, grid, block, args, shared_mem: int = 0, *,
+               order: str = "forward", seed: int = 0, echo: bool = True) -> str:
+        """Run one launch. Low level: grid and block are 3-tuples, args already checked.
+
+        ``order`` is ``forward``, ``reverse`` or ``shuffle`` (threads in a block and blocks
+        in the grid). Kernel printf output is printed (if ``echo``) and returned.
+        """
+        sig = self.kernels[name]
+        holders = []
+        for p, a in zip(sig.params, args):
+            if p.pointer:
+                holders.append(ctypes.c_void_p(a.__array_interface__["data"][0]))
+            else:
+                holders.append(np.ctypeslib.as_ctypes_type(p.dtype)(a))
+        pointers = (ctypes.c_void_p * max(1, len(holders)))(*[ctypes.addressof(h) for h in holders])
+        g = (ctypes.c_uint * 3)(*grid)
+        b = (ctypes.c_uint * 3)(*block)
+        message = ctypes.create_string_buffer(1024)
+        try:
+            stack_kb = int(os.environ.get("GPUCOURSE_EMU_STACK_KB", DEFAULT_STACK_KB))
+        except ValueError:
+            raise DeviceError("GPUCOURSE_EMU_STACK_KB must be a whole number of KB, e.g. 256.")
+        with _lock:
+            rc = self._dll.gcemu_launch(name.encode(), self._entries[name], pointers, g, b,
+                                        int(shared_mem), ORDERS[order], int(seed) & (2**64 - 1),
+                                        stack_kb, message, len(message))
+            output = self._take_output()
+        if echo and output:
+            sys.stdout.write(output)
+            sys.stdout.flush()
+        if rc == 0:
+            return output
+        text = message.value.decode(errors="replace")
+        if rc == 3:
+            raise KeyboardInterrupt(text)
+        err = LaunchError(text) if rc == 4 else KernelError(text)
+        err.output = output  # what the kernel printed before it failed
+        raise err

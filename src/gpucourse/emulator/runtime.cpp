@@ -1,0 +1,684 @@
+// Runtime of the course's CPU emulator. It runs a launch block after block; the threads of
+// a block are fibers on one OS thread that switch only at __syncthreads, warp functions
+// and exit, so a kernel that forgets a barrier reads data its neighbours have not written
+// yet, as it would on a GPU.
+//
+// Context switch: a hand-written x86-64 switch (about 20 ns) where it exists, else
+// ucontext (portable, but about 650 ns because swapcontext makes a system call). Define
+// GCEMU_FORCE_UCONTEXT to use the fallback on x86-64 too.
+#if defined(__APPLE__) && !defined(_XOPEN_SOURCE)
+#define _XOPEN_SOURCE 700  // ucontext on macOS
+#endif
+#include "cuda_emu.h"
+#undef printf
+#undef assert
+
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) && defined(__ELF__) && !defined(GCEMU_FORCE_UCONTEXT)
+#define GCEMU_FAST_SWITCH 1
+#else
+#define GCEMU_FAST_SWITCH 0
+#include <ucontext.h>
+#endif
+
+#ifndef MAP_NORESERVE
+#define MAP_NORESERVE 0
+#endif
+#ifndef MAP_ANONYMOUS
+#define MAP_ANONYMOUS MAP_ANON
+#endif
+
+uint3 threadIdx, blockIdx;
+dim3 blockDim, gridDim;
+
+enum { MAX_THREADS = 1024, MAX_WARPS = 32, DYN_SHARED_BYTES = 48 * 1024, OUT_LIMIT = 1 << 20 };
+
+// `extern __shared__ T name[];` in a kernel is rewritten to name this buffer.
+extern "C" {
+GCEMU_HIDDEN char __gcemu_dynamic_shared_buf[DYN_SHARED_BYTES] __attribute__((aligned(128)));
+#if defined(__ELF__)
+// Start and end of the section that holds every static __shared__ variable (set by the linker).
+extern char __start_gcshared[] __attribute__((weak, visibility("hidden")));
+extern char __stop_gcshared[] __attribute__((weak, visibility("hidden")));
+#endif
+}
+
+// ---------------------------------------------------------------- fibers
+
+enum { READY, WAIT_BLOCK, WAIT_WARP, DONE };
+
+struct Fiber {
+  void* sp;  // saved stack pointer (fast switch)
+#if !GCEMU_FAST_SWITCH
+  ucontext_t uc;
+#endif
+  uint3 tid;
+  unsigned rank;       // linear index in the block
+  int pos;             // position in this block's run order
+  int state;
+  unsigned parity;     // half of the warp's exchange slots the next exchange writes
+  unsigned wait_mask;  // lanes the warp function it waits in needs
+  const char* what;    // what it waits in, for deadlock messages
+};
+
+struct Warp {
+  unsigned exists;   // lanes present (the last warp of a block may be partial)
+  unsigned waiting;  // lanes waiting in a warp function
+  unsigned done;     // lanes that have returned
+  uint64_t slot[2][32];
+};
+
+static Fiber g_fiber[MAX_THREADS];
+static int g_order[MAX_THREADS];
+static Warp g_warp[MAX_WARPS];
+static int g_n;
+static Fiber* g_cur;
+static int g_arrived, g_done;
+static unsigned g_round;
+static int g_bar_count[2], g_bar_and[2], g_bar_or[2];
+static void (*g_entry)(void**);
+static void** g_args;
+static const char* g_kernel = "?";
+static int g_status;
+static char g_message[1024];
+
+// Stacks: one per thread of a block, each with a guard page below it, allocated once.
+static char* g_stacks;
+static size_t g_stack_bytes, g_stride, g_page;
+static int g_stack_count;
+
+#if GCEMU_FAST_SWITCH
+static void* g_main_sp;
+extern "C" GCEMU_HIDDEN void gcemu_switch(void** save_sp, void* next_sp);
+extern "C" GCEMU_HIDDEN void gcemu_trampoline(void);
+extern "C" GCEMU_HIDDEN void gcemu_fiber_main(void);
+// Saves the callee-saved registers on the current stack, stores the stack pointer, loads
+// the next one and pops its registers. A new fiber's stack is laid out so that the final
+// `ret` enters gcemu_trampoline, which calls gcemu_fiber_main.
+__asm__(
+    ".pushsection .text\n"
+    ".globl gcemu_switch\n"
+    ".hidden gcemu_switch\n"
+    ".type gcemu_switch,@function\n"
+    "gcemu_switch:\n"
+    "  pushq %rbp\n"
+    "  pushq %rbx\n"
+    "  pushq %r12\n"
+    "  pushq %r13\n"
+    "  pushq %r14\n"
+    "  pushq %r15\n"
+    "  movq %rsp, (%rdi)\n"
+    "  movq %rsi, %rsp\n"
+    "  popq %r15\n"
+    "  popq %r14\n"
+    "  popq %r13\n"
+    "  popq %r12\n"
+    "  popq %rbx\n"
+    "  popq %rbp\n"
+    "  ret\n"
+    ".size gcemu_switch,.-gcemu_switch\n"
+    ".globl gcemu_trampoline\n"
+    ".hidden gcemu_trampoline\n"
+    ".type gcemu_trampoline,@function\n"
+    "gcemu_trampoline:\n"
+    "  call gcemu_fiber_main\n"
+    "  ud2\n"
+    ".size gcemu_trampoline,.-gcemu_trampoline\n"
+    ".popsection\n");
+#else
+static ucontext_t g_main_uc;
+static int g_uc_ready;  // fibers whose ucontext has been initialised by getcontext
+extern "C" GCEMU_HIDDEN void gcemu_fiber_main(void);
+#endif
+
+static int ensure_stacks(int n, size_t stack_bytes) {
+  if (!g_page) g_page = (size_t)sysconf(_SC_PAGESIZE);
+  stack_bytes = (stack_bytes + g_page - 1) / g_page * g_page;
+  if (g_stacks && n <= g_stack_count && stack_bytes == g_stack_bytes) return 0;
+  int count = n > g_stack_count ? n : g_stack_count;
+  if (count < 64) count = 64;
+  if (g_stacks) munmap(g_stacks, g_stride * (size_t)g_stack_count);
+  g_stacks = NULL;
+  g_stack_count = 0;
+  const size_t stride = stack_bytes + g_page;
+  void* mem = mmap(NULL, stride * (size_t)count, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (mem == MAP_FAILED) return -1;
+  for (int i = 0; i < count; i++) mprotect((char*)mem + stride * (size_t)i, g_page, PROT_NONE);
+  g_stacks = (char*)mem;
+  g_stack_bytes = stack_bytes;
+  g_stride = stride;
+  g_stack_count = count;
+  return 0;
+}
+
+static inline void prepare_fiber(Fiber* f, int i) {
+  char* top = g_stacks + (size_t)(i + 1) * g_stride;
+#if GCEMU_FAST_SWITCH
+  // Six zeroed registers, then the return address; after `ret` the stack is 16-byte
+  // aligned, as the ABI wants before the trampoline's call.
+  void** sp = (void**)(top - 72);
+  for (int k = 0; k < 6; k++) sp[k] = 0;
+  sp[6] = (void*)gcemu_trampoline;
+  sp[7] = sp[8] = 0;
+  f->sp = sp;
+#else
+  if (i >= g_uc_ready) {
+    getcontext(&f->uc);
+    g_uc_ready = i + 1;
+  }
+  f->uc.uc_stack.ss_sp = top - g_stack_bytes;
+  f->uc.uc_stack.ss_size = g_stack_bytes;
+  f->uc.uc_link = NULL;
+  makecontext(&f->uc, gcemu_fiber_main, 0);
+#endif
+}
+
+static inline void switch_to(Fiber* from, Fiber* to) {
+  g_cur = to;
+  threadIdx = to->tid;
+#if GCEMU_FAST_SWITCH
+  gcemu_switch(&from->sp, to->sp);
+#else
+  swapcontext(&from->uc, &to->uc);
+#endif
+}
+
+static void enter_from_main(Fiber* to) {
+  g_cur = to;
+  threadIdx = to->tid;
+#if GCEMU_FAST_SWITCH
+  gcemu_switch(&g_main_sp, to->sp);
+#else
+  swapcontext(&g_main_uc, &to->uc);
+#endif
+}
+
+// Leaves the current fiber for good (block finished, or the launch failed).
+__attribute__((noreturn)) static void leave_to_main(void) {
+#if GCEMU_FAST_SWITCH
+  gcemu_switch(&g_cur->sp, g_main_sp);
+#else
+  swapcontext(&g_cur->uc, &g_main_uc);
+#endif
+  abort();  // an abandoned fiber is never resumed
+}
+
+// ---------------------------------------------------------------- messages
+
+static void where(char* buf, size_t len) {
+  const Fiber* f = g_cur;
+  if (f)
+    snprintf(buf, len, "thread (%u,%u,%u) of block (%u,%u,%u)", f->tid.x, f->tid.y, f->tid.z,
+             blockIdx.x, blockIdx.y, blockIdx.z);
+  else
+    snprintf(buf, len, "block (%u,%u,%u)", blockIdx.x, blockIdx.y, blockIdx.z);
+}
+
+static void lane_list(unsigned mask, char* buf, size_t len) {
+  size_t used = 0;
+  buf[0] = 0;
+  for (int i = 0; i < 32 && used < len;) {
+    if (!((mask >> i) & 1u)) { i++; continue; }
+    int j = i;
+    while (j + 1 < 32 && ((mask >> (j + 1)) & 1u)) j++;
+    int w = j > i ? snprintf(buf + used, len - used, "%s%d-%d", used ? ", " : "", i, j)
+                  : snprintf(buf + used, len - used, "%s%d", used ? ", " : "", i);
+    if (w < 0) break;
+    used += (size_t)w;
+    i = j + 1;
+  }
+}
+
+__attribute__((noreturn)) static void report_deadlock(void) {
+  int nb = 0, nw = 0;
+  const Fiber* fw = NULL;
+  for (int i = 0; i < g_n; i++) {
+    if (g_fiber[i].state == WAIT_BLOCK) nb++;
+    if (g_fiber[i].state == WAIT_WARP) {
+      nw++;
+      if (!fw) fw = &g_fiber[i];
+    }
+  }
+  if (nw == 0) {
+    snprintf(g_message, sizeof g_message,
+             "kernel %s: %d threads of block (%u,%u,%u) wait at __syncthreads() that %d threads "
+             "never reached (they returned first); every thread of a block must reach each "
+             "__syncthreads(), so guard the work with an if instead of returning early",
+             g_kernel, nb, blockIdx.x, blockIdx.y, blockIdx.z, g_done);
+  } else if (nb == 0) {
+    const unsigned wi = fw->rank >> 5;
+    const Warp* w = &g_warp[wi];
+    char missing[160];
+    lane_list(fw->wait_mask & ~w->waiting, missing, sizeof missing);
+    snprintf(g_message, sizeof g_message,
+             "kernel %s: %d lanes of warp %u in block (%u,%u,%u) wait in %s for lanes %s, which "
+             "never called it (they returned, or wait in another call); every lane named in the "
+             "mask must make the same call",
+             g_kernel, __builtin_popcount(w->waiting), wi, blockIdx.x, blockIdx.y, blockIdx.z,
+             fw->what, missing);
+  } else {
+    snprintf(g_message, sizeof g_message,
+             "kernel %s: in block (%u,%u,%u), %d threads wait at __syncthreads() while %d wait in "
+             "%s: a barrier inside a branch that not all threads of the block take",
+             g_kernel, blockIdx.x, blockIdx.y, blockIdx.z, nb, nw, fw->what);
+  }
+  g_status = 1;
+  leave_to_main();
+}
+
+// ---------------------------------------------------------------- scheduling
+
+// Runs the next ready fiber after the current one in this block's order. Returns when the
+// current fiber is ready again (at once if it still is and no other fiber is).
+static void run_next(void) {
+  Fiber* cur = g_cur;
+  const int n = g_n;
+  int q = cur->pos;
+  for (int k = 0; k < n; k++) {
+    if (++q == n) q = 0;
+    Fiber* f = &g_fiber[g_order[q]];
+    if (f->state == READY) {
+      if (f != cur) switch_to(cur, f);
+      return;
+    }
+  }
+  report_deadlock();
+}
+
+extern "C" GCEMU_HIDDEN void gcemu_fiber_main(void) {
+  g_entry(g_args);
+  Fiber* f = g_cur;
+  f->state = DONE;
+  g_warp[f->rank >> 5].done |= 1u << (f->rank & 31);
+  if (++g_done == g_n) leave_to_main();
+  run_next();
+  abort();  // a finished fiber is never resumed
+}
+
+// ---------------------------------------------------------------- barriers
+
+extern "C" int __gcemu_block_barrier(int pred) {
+  // Results of __syncthreads_count/and/or alternate between two slots: a fast thread can
+  // reach the next barrier before a slow one has read this one's result.
+  const int s = (int)(g_round & 1u);
+  if (g_arrived == 0) {
+    g_bar_count[s] = 0;
+    g_bar_and[s] = 1;
+    g_bar_or[s] = 0;
+  }
+  pred = pred != 0;
+  g_bar_count[s] += pred;
+  g_bar_and[s] &= pred;
+  g_bar_or[s] |= pred;
+  if (++g_arrived == g_n) {  // the last one releases everybody and runs on
+    g_arrived = 0;
+    g_round++;
+    for (int i = 0; i < g_n; i++)
+      if (g_fiber[i].state == WAIT_BLOCK) g_fiber[i].state = READY;
+    return s;
+  }
+  Fiber* f = g_cur;
+  f->state = WAIT_BLOCK;
+  f->what = "__syncthreads()";
+  run_next();
+  return s;
+}
+
+extern "C" int __gcemu_barrier_result(int s, int kind) {
+  return kind == 0 ? g_bar_count[s] : kind == 1 ? g_bar_and[s] : g_bar_or[s];
+}
+
+static void warp_wait(Warp* w, unsigned bit, unsigned members, const char* what) {
+  w->waiting |= bit;
+  if ((w->waiting & members) == members) {
+    w->waiting &= ~members;
+    Fiber* base = &g_fiber[g_cur->rank & ~31u];
+    for (unsigned m = members & ~bit; m; m &= m - 1) base[__builtin_ctz(m)].state = READY;
+    return;
+  }
+  Fiber* f = g_cur;
+  f->state = WAIT_WARP;
+  f->what = what;
+  f->wait_mask = members;
+  run_next();
+}
+
+extern "C" void __gcemu_syncwarp(unsigned mask) {
+  Fiber* f = g_cur;
+  Warp* w = &g_warp[f->rank >> 5];
+  const unsigned bit = 1u << (f->rank & 31);
+  warp_wait(w, bit, (mask | bit) & w->exists, "__syncwarp()");
+}
+
+extern "C" const uint64_t* __gcemu_exchange(unsigned mask, uint64_t value, const char* what,
+                                             unsigned* members, int* lane_out) {
+  Fiber* f = g_cur;
+  const int lane = (int)(f->rank & 31);
+  Warp* w = &g_warp[f->rank >> 5];
+  const unsigned bit = 1u << lane;
+  // Two halves of slots, used in turn: a lane can only start the exchange after next once
+  // every lane has passed the next one, so has read this one.
+  const unsigned p = f->parity;
+  f->parity ^= 1u;
+  w->slot[p][lane] = value;
+  const unsigned m = (mask | bit) & w->exists;
+  warp_wait(w, bit, m, what);
+  *members = m;
+  *lane_out = lane;
+  return w->slot[p];
+}
+
+extern "C" unsigned __gcemu_thread_rank(void) { return g_cur ? g_cur->rank : 0u; }
+
+extern "C" void __gcemu_fail(const char* what) {
+  char at[96];
+  where(at, sizeof at);
+  snprintf(g_message, sizeof g_message, "kernel %s: %s in %s", g_kernel, what, at);
+  g_status = 1;
+  leave_to_main();
+}
+
+extern "C" void __gcemu_assert_fail(const char* expr, const char* file, int line) {
+  char at[96];
+  where(at, sizeof at);
+  snprintf(g_message, sizeof g_message, "kernel %s: assertion `%s` failed (%s line %d) in %s",
+           g_kernel, expr, file, line, at);
+  g_status = 1;
+  leave_to_main();
+}
+
+extern "C" long long __gcemu_clock64(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+// ---------------------------------------------------------------- printf
+
+static char* g_out;
+static size_t g_out_len, g_out_cap;
+static int g_out_truncated;
+
+extern "C" int __gcemu_printf(const char* fmt, ...) {
+  char local[256];
+  va_list ap;
+  va_start(ap, fmt);
+  const int n = vsnprintf(local, sizeof local, fmt, ap);
+  va_end(ap);
+  if (n < 0) return n;
+  if (g_out_len + (size_t)n > OUT_LIMIT) {  // as on a GPU, a full printf buffer drops output
+    g_out_truncated = 1;
+    return n;
+  }
+  if (g_out_len + (size_t)n + 1 > g_out_cap) {
+    size_t cap = g_out_cap ? g_out_cap : 4096;
+    while (cap < g_out_len + (size_t)n + 1) cap *= 2;
+    char* grown = (char*)realloc(g_out, cap);
+    if (!grown) return -1;
+    g_out = grown;
+    g_out_cap = cap;
+  }
+  if ((size_t)n < sizeof local) {
+    memcpy(g_out + g_out_len, local, (size_t)n + 1);
+  } else {
+    va_start(ap, fmt);
+    vsnprintf(g_out + g_out_len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+  }
+  g_out_len += (size_t)n;
+  return n;
+}
+
+// Copies up to `cap` bytes of the collected printf output; returns its full length.
+GCEMU_EXPORT size_t gcemu_output(char* dst, size_t cap) {
+  if (dst && g_out_len) memcpy(dst, g_out, g_out_len < cap ? g_out_len : cap);
+  return g_out_len;
+}
+
+GCEMU_EXPORT int gcemu_output_clear(void) {
+  const int truncated = g_out_truncated;
+  g_out_len = 0;
+  g_out_truncated = 0;
+  return truncated;
+}
+
+// ---------------------------------------------------------------- faults
+
+static sigjmp_buf g_jmp;
+static volatile sig_atomic_t g_signal;
+static void* volatile g_fault_addr;
+static pthread_t g_thread;
+static const int k_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGINT};
+enum { NSIG_HANDLED = sizeof(k_signals) / sizeof(k_signals[0]), ALT_BYTES = 64 * 1024 };
+static struct sigaction g_old_action[NSIG_HANDLED];
+static stack_t g_old_alt;
+static char* g_alt_stack;
+
+static void on_signal(int sig, siginfo_t* info, void*) {
+  if (!pthread_equal(pthread_self(), g_thread)) {
+    if (sig == SIGINT) {
+      pthread_kill(g_thread, SIGINT);  // an interrupt is for the launch
+      return;
+    }
+    // Another thread's fault is not ours: give it back to the previous handler.
+    for (int i = 0; i < NSIG_HANDLED; i++)
+      if (k_signals[i] == sig) sigaction(sig, &g_old_action[i], NULL);
+    return;
+  }
+  g_signal = sig;
+  g_fault_addr = info ? info->si_addr : NULL;
+  siglongjmp(g_jmp, 1);
+}
+
+static void install_handlers(void) {
+  g_thread = pthread_self();
+  if (!g_alt_stack) {
+    void* m = mmap(NULL, ALT_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    g_alt_stack = m == MAP_FAILED ? NULL : (char*)m;
+  }
+  if (g_alt_stack) {
+    stack_t ss;
+    ss.ss_sp = g_alt_stack;
+    ss.ss_size = ALT_BYTES;
+    ss.ss_flags = 0;
+    sigaltstack(&ss, &g_old_alt);
+  }
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = on_signal;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sigemptyset(&sa.sa_mask);
+  for (int i = 0; i < NSIG_HANDLED; i++) sigaction(k_signals[i], &sa, &g_old_action[i]);
+}
+
+static void remove_handlers(void) {
+  for (int i = 0; i < NSIG_HANDLED; i++) sigaction(k_signals[i], &g_old_action[i], NULL);
+  if (g_alt_stack) sigaltstack(&g_old_alt, NULL);
+}
+
+static int fault_message(void) {
+  char at[96];
+  where(at, sizeof at);
+  const int sig = g_signal;
+  const char* addr = (const char*)g_fault_addr;
+  if (sig == SIGINT) {
+    snprintf(g_message, sizeof g_message, "kernel %s was interrupted", g_kernel);
+    return 3;
+  }
+  if ((sig == SIGSEGV || sig == SIGBUS) && g_stacks && addr >= g_stacks &&
+      addr < g_stacks + g_stride * (size_t)g_stack_count &&
+      (size_t)(addr - g_stacks) % g_stride < g_page) {
+    snprintf(g_message, sizeof g_message,
+             "kernel %s: %s overflowed its %zu KB stack (deep recursion or large local "
+             "arrays); set the environment variable GPUCOURSE_EMU_STACK_KB to give each "
+             "thread more",
+             g_kernel, at, g_stack_bytes / 1024);
+  } else if (sig == SIGSEGV || sig == SIGBUS) {
+    snprintf(g_message, sizeof g_message,
+             "kernel %s crashed: %s accessed invalid memory at address %p (an index out of "
+             "bounds, or a pointer that does not point into an array passed to the kernel?)",
+             g_kernel, at, (void*)addr);
+  } else if (sig == SIGFPE) {
+    snprintf(g_message, sizeof g_message, "kernel %s: %s divided an integer by zero",
+             g_kernel, at);
+  } else {
+    snprintf(g_message, sizeof g_message,
+             "kernel %s: %s stopped at a trap or an illegal instruction", g_kernel, at);
+  }
+  return 2;
+}
+
+// ---------------------------------------------------------------- launch
+
+static uint64_t next_random(uint64_t* s) {  // xorshift64*
+  uint64_t x = *s;
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  *s = x;
+  return x * 0x2545F4914F6CDD1DULL;
+}
+
+static unsigned long long gcd(unsigned long long a, unsigned long long b) {
+  while (b) {
+    unsigned long long t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+static void run_block(int order, uint64_t* rng, unsigned dyn_shared) {
+  // Poison shared memory so that reading it before writing it gives NaN (or -1), never
+  // the previous block's plausible data.
+#if defined(__ELF__)
+  if (__start_gcshared && __stop_gcshared > __start_gcshared)
+    memset(__start_gcshared, 0xff, (size_t)(__stop_gcshared - __start_gcshared));
+#endif
+  if (dyn_shared) memset(__gcemu_dynamic_shared_buf, 0xff, dyn_shared);
+
+  const int n = g_n;
+  for (int i = 0; i < n; i++) g_order[i] = order == 1 ? n - 1 - i : i;
+  if (order == 2)
+    for (int i = n - 1; i > 0; i--) {
+      const int j = (int)(next_random(rng) % (uint64_t)(i + 1));
+      const int t = g_order[i];
+      g_order[i] = g_order[j];
+      g_order[j] = t;
+    }
+  for (int p = 0; p < n; p++) g_fiber[g_order[p]].pos = p;
+  for (int i = 0; i < n; i++) {
+    Fiber* f = &g_fiber[i];
+    f->state = READY;
+    f->parity = 0;
+    prepare_fiber(f, i);
+  }
+  for (int w = 0; w < (n + 31) / 32; w++) g_warp[w].waiting = g_warp[w].done = 0;
+  g_arrived = g_done = 0;
+  g_round = 0;
+  enter_from_main(&g_fiber[g_order[0]]);
+  g_cur = NULL;
+}
+
+static unsigned long long g_block_count, g_block_a, g_block_c;
+static volatile int g_order_mode;
+
+// Runs one launch. order: 0 threads and blocks in index order, 1 reversed, 2 shuffled
+// (by seed). Returns 0 on success, 1 for an error in the kernel (deadlock, assert, trap),
+// 2 for a crash, 3 when interrupted, 4 for a bad request; `message` then says what.
+GCEMU_EXPORT int gcemu_launch(const char* kernel, void (*entry)(void**), void** args,
+                              const unsigned* grid, const unsigned* block, unsigned dyn_shared,
+                              int order, unsigned long long seed, unsigned stack_kb,
+                              char* message, unsigned message_len) {
+  g_kernel = kernel;
+  g_status = 0;
+  g_message[0] = 0;
+  const unsigned long long n = (unsigned long long)block[0] * block[1] * block[2];
+  const size_t stack_bytes = (size_t)(stack_kb ? stack_kb : 32) * 1024;
+  int rc = 0;
+  if (n < 1 || n > MAX_THREADS || dyn_shared > DYN_SHARED_BYTES) {
+    snprintf(g_message, sizeof g_message, "kernel %s: bad launch request", kernel);
+    rc = 4;
+  } else if (ensure_stacks((int)n, stack_bytes) != 0) {
+    snprintf(g_message, sizeof g_message,
+             "kernel %s: could not allocate %llu thread stacks of %zu KB", kernel, n,
+             stack_bytes / 1024);
+    rc = 4;
+  }
+  if (rc) {
+    if (message && message_len) snprintf(message, message_len, "%s", g_message);
+    return rc;
+  }
+  g_n = (int)n;
+  g_entry = entry;
+  g_args = args;
+  blockDim = dim3(block[0], block[1], block[2]);
+  gridDim = dim3(grid[0], grid[1], grid[2]);
+  for (int i = 0; i < g_n; i++) {
+    Fiber* f = &g_fiber[i];
+    f->rank = (unsigned)i;
+    f->tid.x = (unsigned)i % block[0];
+    f->tid.y = ((unsigned)i / block[0]) % block[1];
+    f->tid.z = (unsigned)i / (block[0] * block[1]);
+  }
+  for (int w = 0; w < (g_n + 31) / 32; w++) {
+    const int lanes = g_n - 32 * w >= 32 ? 32 : g_n - 32 * w;
+    g_warp[w].exists = lanes == 32 ? 0xffffffffu : (1u << lanes) - 1u;
+  }
+
+  uint64_t rng = seed * 0x9E3779B97F4A7C15ULL + 0x632BE59BD9B4E019ULL;
+  g_block_count = (unsigned long long)grid[0] * grid[1] * grid[2];
+  g_order_mode = order;
+  // Shuffled block order: b -> (a*b + c) mod count with a coprime to count is a permutation.
+  g_block_a = 1;
+  g_block_c = 0;
+  if (order == 2 && g_block_count > 1) {
+    do g_block_a = 1 + next_random(&rng) % (g_block_count - 1 ? g_block_count - 1 : 1);
+    while (gcd(g_block_a, g_block_count) != 1);
+    g_block_c = next_random(&rng) % g_block_count;
+  }
+
+  install_handlers();
+  if (sigsetjmp(g_jmp, 1) == 0) {
+    for (unsigned long long b = 0; b < g_block_count; b++) {
+      unsigned long long lin = b;
+      if (g_order_mode == 1) lin = g_block_count - 1 - b;
+      if (g_order_mode == 2)
+        lin = (unsigned long long)(((unsigned __int128)g_block_a * b + g_block_c) % g_block_count);
+      blockIdx.x = (unsigned)(lin % grid[0]);
+      blockIdx.y = (unsigned)((lin / grid[0]) % grid[1]);
+      blockIdx.z = (unsigned)(lin / ((unsigned long long)grid[0] * grid[1]));
+      run_block(g_order_mode, &rng, dyn_shared);
+      if (g_status) break;
+    }
+    rc = g_status;
+  } else {
+    rc = fault_message();
+  }
+  remove_handlers();
+  g_cur = NULL;
+  if (message && message_len) snprintf(message, message_len, "%s", g_message);
+  return rc;
+}
+
+GCEMU_EXPORT const char* gcemu_switch_kind(void) {
+  return GCEMU_FAST_SWITCH ? "x86-64 assembly" : "ucontext";
+}
+
+GCEMU_EXPORT unsigned gcemu_dynamic_shared_limit(void) { return DYN_SHARED_BYTES; }
+
+GCEMU_EXPORT size_t gcemu_static_shared_bytes(void) {
+#if defined(__ELF__)
+  if (__start_gcshared && __stop_gcshared > __start_gcshared)
+    return (size_t)(__stop_gcshared - __start_gcshared);
+#endif
+  return 0;
+}

@@ -1,0 +1,1694 @@
+"""Chapter 3 (parallelism): data, model and pipeline parallelism on torch.distributed.
+
+Workers are real processes, started the way ``torchrun`` starts them: environment variables
+``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR=127.0.0.1`` and a free ``MASTER_PORT``,
+the spawn start method, one process group per launch (NCCL when every worker has a GPU of
+its own, gloo on the CPU otherwise). The group stays up, so one launch serves several
+measurements: ``Workers.run(task, ...)`` sends ``task(ctx, ...)`` to every rank and returns
+the per-rank results.
+
+Nothing hangs: each worker's process group has a timeout, and a watchdog in the parent
+stops the whole group and raises ``WorkerDiedError`` naming the rank when a worker dies,
+``WorkerError`` when a task raises, and ``WorkerTimeoutError`` when ranks do not answer.
+
+Under ``torchrun`` the same tasks run with ``python -m gpucourse.experiments.ch3 ddp``
+(see ``main``), on one node or on several with ``--nnodes``.
+"""
+from __future__ import annotations
+
+import atexit
+import copy
+import datetime
+import html
+import inspect
+import math
+import os
+import signal
+import socket
+import sys
+import textwrap
+import threading
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from multiprocessing.connection import wait as _wait_for
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+from .. import bench, check, models
+from .. import device as _device
+from ..errors import CourseError
+
+MASTER_ADDR = "127.0.0.1"
+# A collective that waits longer than this fails inside the worker (init_process_group's timeout).
+COLLECTIVE_TIMEOUT_S = 60.0
+# The parent gives up on a task after this, stops the group and raises.
+TASK_TIMEOUT_S = 180.0
+# Importing torch in a fresh process takes seconds on a busy small machine.
+STARTUP_TIMEOUT_S = 120.0
+# After one rank reports an error, wait this long for a dead peer (the usual root cause).
+_GRACE_S = 0.5
+
+
+# =========================================================================== errors
+
+class DistributedError(CourseError, RuntimeError):
+    """A problem with the chapter's worker processes; the group has been stopped."""
+
+
+class WorkerDiedError(DistributedError):
+    """A worker process exited or was killed while the group was in use."""
+
+    def __init__(self, message: str, ranks: Sequence[int] = ()):
+        super().__init__(message)
+        self.ranks = tuple(ranks)
+
+
+class WorkerError(DistributedError):
+    """A task raised an exception inside a worker; ``worker_traceback`` holds its trace."""
+
+    def __init__(self, message: str, rank: int, worker_traceback: str = "",
+                 exc_type: str = ""):
+        super().__init__(message)
+        self.rank, self.worker_traceback, self.exc_type = rank, worker_traceback, exc_type
+
+
+class WorkerTimeoutError(DistributedError):
+    """Ranks did not answer within the timeout."""
+
+    def __init__(self, message: str, ranks: Sequence[int] = ()):
+        super().__init__(message)
+        self.ranks = tuple(ranks)
+
+
+# =========================================================================== launching
+
+def _cpu_count() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def gpu_count() -> int:
+    """GPUs PyTorch can use here (0 in CPU mode, whatever the hardware)."""
+    if not _device.is_cuda() or not _device.torch_cuda_works():
+        return 0
+    return torch.cuda.device_count()
+
+
+def choose_backend(workers: int) -> str:
+    """``"nccl"`` when every worker gets a GPU of its own, else ``"gloo"`` (CPU tensors)."""
+    if 1 <= workers <= gpu_count() and dist.is_nccl_available():
+        return "nccl"
+    return "gloo"
+
+
+def max_workers() -> int:
+    """The most workers worth starting: one per GPU, or one per CPU core without GPUs."""
+    return gpu_count() or _cpu_count()
+
+
+def default_workers() -> int:
+    """All GPUs when there are at least two; otherwise two CPU workers (one core each)."""
+    gpus = gpu_count()
+    return gpus if gpus >= 2 else 2
+
+
+def threads_per_worker(workers: int, backend: str) -> int:
+    """Intra-op threads for each worker: the CPU cores shared out, so workers do not fight."""
+    share = max(1, _cpu_count() // max(1, workers))
+    return min(share, 4) if backend == "nccl" else share
+
+
+def free_port() -> int:
+    """A TCP port that is free on the loopback address right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((MASTER_ADDR, 0))
+        return s.getsockname()[1]
+
+
+def loopback_interface() -> str | None:
+    """The loopback interface's name ("lo" on Linux, "lo0" on macOS), for gloo."""
+    try:
+        names = [name for _, name in socket.if_nameindex()]
+    except (OSError, AttributeError):
+        return None
+    for name in ("lo", "lo0"):
+        if name in names:
+            return name
+    return next((n for n in names if n.startswith("lo")), None)
+
+
+@dataclass
+class WorkerContext:
+    """What a task knows about the worker it runs in (its first argument)."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    backend: str
+    device: str
+    threads: int
+    pid: int = 0
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.startswith("cuda")
+
+    @property
+    def torch_device(self) -> torch.device:
+        return torch.device(self.device)
+
+    @property
+    def device_name(self) -> str:
+        """What the worker computes on, for titles and tables."""
+        if self.is_cuda:
+            return torch.cuda.get_device_name(self.torch_device)
+        return f"CPU, {self.threads} thread{'s' if self.threads > 1 else ''}"
+
+    def sync(self) -> None:
+        if self.is_cuda:
+            torch.cuda.synchronize(self.torch_device)
+
+    def barrier(self) -> None:
+        if self.backend == "nccl":
+            dist.barrier(device_ids=[self.torch_device.index])
+        else:
+            dist.barrier()
+
+    def benchmark(self, fn: Callable, label: str, samples: int = 5, calls: int = 1,
+                  **kwargs) -> bench.Timing:
+        """``gc.bench.benchmark`` with a FIXED number of calls (2 warm-up + samples x calls).
+
+        Every rank must make the same number of collective calls, so the harness's usual
+        warm-up and sampling by time (which differ from rank to rank) are switched off.
+        """
+        t = bench.benchmark(fn, label=label, backend="cuda" if self.is_cuda else "cpu",
+                            warmup_s=0.0, min_time_s=0.0, min_samples=samples,
+                            max_samples=samples, batch=calls, **kwargs)
+        t.meta.update(rank=self.rank, world_size=self.world_size, backend=self.backend)
+        return t
+
+    def info(self) -> dict:
+        return {"rank": self.rank, "device": self.device, "device_name": self.device_name,
+                "threads": self.threads, "pid": self.pid, "backend": self.backend}
+
+
+class Stamper:
+    """Timestamps comparable across ranks: perf_counter on the CPU, CUDA events on a GPU.
+
+    On a GPU an event is recorded on the current stream, so it marks when the device got
+    there, not when Python queued the work; ``resolve`` turns it into seconds after a
+    synchronize.
+    """
+
+    def __init__(self, ctx: WorkerContext):
+        self.cuda = ctx.is_cuda
+        self.ctx = ctx
+        self.start()
+
+    def start(self) -> None:
+        if self.cuda:
+            self.ctx.sync()
+            self._e0 = torch.cuda.Event(enable_timing=True)
+            self._e0.record()
+        self._t0 = time.perf_counter()
+
+    def stamp(self):
+        if self.cuda:
+            e = torch.cuda.Event(enable_timing=True)
+            e.record()
+            return e
+        return time.perf_counter()
+
+    def resolve(self, s) -> float:
+        if self.cuda:
+            return self._t0 + self._e0.elapsed_time(s) * 1e-3
+        return float(s)
+
+
+def _parent_watch(parent_pid: int) -> None:
+    """Exit when the parent disappears (a killed notebook kernel), even inside a task."""
+    while True:
+        time.sleep(1.0)
+        if os.getppid() != parent_pid:
+            os._exit(3)
+
+
+def _describe_exception(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".strip()
+
+
+def _init_worker(rank: int, world_size: int, port: int, backend: str, threads: int,
+                 timeout_s: float, local_rank: int | None = None) -> WorkerContext:
+    """Join the process group the way a torchrun worker does (env:// rendezvous)."""
+    local_rank = rank if local_rank is None else local_rank
+    os.environ.update(MASTER_ADDR=MASTER_ADDR, MASTER_PORT=str(port), RANK=str(rank),
+                      WORLD_SIZE=str(world_size), LOCAL_RANK=str(local_rank),
+                      LOCAL_WORLD_SIZE=str(world_size))
+    if backend == "gloo" and "GLOO_SOCKET_IFNAME" not in os.environ:
+        lo = loopback_interface()
+        if lo:
+            os.environ["GLOO_SOCKET_IFNAME"] = lo
+    torch.set_num_threads(threads)
+    device = "cpu"
+    if backend == "nccl":
+        torch.cuda.set_device(local_rank)
+        device = f"cuda:{local_rank}"
+        try:  # the timing harness may use CuPy's events: put CuPy on this worker's GPU too
+            import cupy
+
+            cupy.cuda.Device(local_rank).use()
+        except Exception:
+            pass
+    kwargs = {"backend": backend, "timeout": datetime.timedelta(seconds=timeout_s)}
+    if backend == "nccl":
+        kwargs["device_id"] = torch.device(device)
+    dist.init_process_group(**kwargs)
+    return WorkerContext(rank=rank, world_size=world_size, local_rank=local_rank,
+                         backend=backend, device=device, threads=threads, pid=os.getpid())
+
+
+def _resolve_function(payload):
+    """A function from ("ref", module, qualname) or ("source", name, source)."""
+    kind, a, b = payload
+    if kind == "ref":
+        import importlib
+
+        obj = importlib.import_module(a)
+        for part in b.split("."):
+            obj = getattr(obj, part)
+        return obj
+    namespace = {"torch": torch, "dist": dist, "nn": nn, "np": np, "math": math,
+                 "__name__": "__worker__"}
+    exec(compile(b, f"<your function {a}>", "exec"), namespace)
+    return namespace[a]
+
+
+def function_payload(fn: Callable):
+    """How to send ``fn`` to a spawned worker: by reference when importable, else its source.
+
+    A function defined in a notebook cell cannot be imported by a spawned process, so its
+    source travels and is re-created there with ``torch``, ``dist``, ``nn``, ``np`` and
+    ``math`` in scope. It must not use other names from the notebook.
+    """
+    if not callable(fn):
+        raise DistributedError(f"expected a function, got {type(fn).__name__}.")
+    module = getattr(fn, "__module__", "") or ""
+    qualname = getattr(fn, "__qualname__", "")
+    if module.startswith("gpucourse.") and "<locals>" not in qualname:
+        return ("ref", module, qualname)
+    try:
+        source = textwrap.dedent(inspect.getsource(fn))
+    except (OSError, TypeError):
+        raise DistributedError(
+            f"cannot read the source of {getattr(fn, '__name__', fn)!r} to send it to the "
+            "workers: define it with `def` in a notebook cell or a file.") from None
+    if fn.__name__ == "<lambda>":
+        raise DistributedError("send a function defined with `def`, not a lambda, to the workers.")
+    return ("source", fn.__name__, source)
+
+
+def _worker_main(rank: int, world_size: int, port: int, backend: str, threads: int,
+                 timeout_s: float, conn, parent_pid: int) -> None:
+    """Entry point of a spawned worker: join the group, then run tasks until told to stop."""
+    threading.Thread(target=_parent_watch, args=(parent_pid,), daemon=True).start()
+    try:
+        ctx = _init_worker(rank, world_size, port, backend, threads, timeout_s)
+    except BaseException as exc:
+        conn.send(("error", rank, _describe_exception(exc), traceback.format_exc()))
+        return
+    conn.send(("ready", rank, ctx.info()))
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):  # the parent went away
+            break
+        if msg is None:
+            break
+        _, payload, args, kwargs = msg
+        try:
+            fn = _resolve_function(payload)
+            result = fn(ctx, *args, **kwargs)
+            conn.send(("ok", rank, result))
+        except BaseException as exc:
+            try:
+                conn.send(("error", rank, _describe_exception(exc), traceback.format_exc()))
+            except Exception:
+                break
+    try:
+        dist.destroy_process_group()
+    except Exception:
+        pass
+    # Skip the interpreter's slow teardown (torch, gloo threads): nothing is left to flush.
+    conn.close()
+    os._exit(0)
+
+
+def _exit_reason(code: int | None) -> str:
+    if code is None:
+        return "its connection to the notebook closed"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+class Workers:
+    """``n`` worker processes in one process group that stays up across measurements.
+
+    >>> pool = Workers(2)                       # gloo on the CPU, NCCL with 2+ GPUs
+    >>> pool.run(task, 1024)                    # task(ctx, 1024) on every rank → list
+    >>> pool.close()
+    """
+
+    def __init__(self, n: int | None = None, backend: str | None = None,
+                 collective_timeout_s: float = COLLECTIVE_TIMEOUT_S,
+                 startup_timeout_s: float = STARTUP_TIMEOUT_S):
+        n = default_workers() if n is None else n
+        if isinstance(n, bool) or int(n) != n or n < 1:
+            raise DistributedError(f"the number of workers must be a whole number >= 1, got {n!r}.")
+        n = int(n)
+        self.n = n
+        self.backend = backend or choose_backend(n)
+        if self.backend not in ("gloo", "nccl"):
+            raise DistributedError(f"backend {self.backend!r} is not one of 'gloo' or 'nccl'.")
+        if self.backend == "nccl" and n > max(gpu_count(), 0):
+            raise DistributedError(
+                f"NCCL needs one GPU per worker: {n} workers asked for, {gpu_count()} GPU(s) "
+                "here; use fewer workers or backend='gloo'.")
+        self.threads = threads_per_worker(n, self.backend)
+        self.collective_timeout_s = float(collective_timeout_s)
+        self.closed = False
+        self.infos: list[dict] = []
+        ctx = torch.multiprocessing.get_context("spawn")
+        port = free_port()
+        self._procs, self._conns = [], []
+        for rank in range(n):
+            parent_end, child_end = ctx.Pipe()
+            p = ctx.Process(target=_worker_main, name=f"gpucourse-rank{rank}", daemon=True,
+                            args=(rank, n, port, self.backend, self.threads,
+                                  self.collective_timeout_s, child_end, os.getpid()))
+            p.start()
+            child_end.close()
+            self._procs.append(p)
+            self._conns.append(parent_end)
+        atexit.register(self.close)
+        self.infos = self._gather("start-up", startup_timeout_s, expect="ready")
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self._procs]
+
+    @property
+    def device_name(self) -> str:
+        return self.infos[0]["device_name"] if self.infos else "?"
+
+    def describe(self) -> str:
+        """One deterministic line: how many workers, which backend, on what."""
+        if self.backend == "nccl":
+            where = f"one GPU each ({self.device_name})"
+        else:
+            where = (f"the CPU, {self.threads} core{'s' if self.threads > 1 else ''} each"
+                     if gpu_count() == 0 else
+                     f"the CPU, {self.threads} core{'s' if self.threads > 1 else ''} each "
+                     f"(only {gpu_count()} GPU(s) for {self.n} workers, so no NCCL)")
+        state = "stopped" if self.closed else "ready"
+        return (f"{self.n} worker process{'es' if self.n > 1 else ''} in one "
+                f"{self.backend} process group on {where}: {state}.")
+
+    def __repr__(self) -> str:
+        return self.describe()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    # ------------------------------------------------------------------ running
+
+    def run(self, task: Callable, *args, timeout_s: float = TASK_TIMEOUT_S, **kwargs) -> list:
+        """Run ``task(ctx, *args, **kwargs)`` on every rank; the per-rank results in rank order."""
+        if self.closed:
+            raise DistributedError(
+                f"these workers were stopped; start new ones with ch3.workers({self.n}).")
+        payload = function_payload(task)
+        what = f"task {getattr(task, '__name__', task)!r}"
+        for rank, conn in enumerate(self._conns):
+            try:
+                conn.send(("task", payload, args, kwargs))
+            except (BrokenPipeError, OSError):
+                self._died([rank], what)
+        return self._gather(what, timeout_s, expect="ok")
+
+    def _gather(self, what: str, timeout_s: float, expect: str) -> list:
+        results: dict[int, Any] = {}
+        errors: dict[int, tuple[str, str]] = {}
+        dead: list[int] = []
+        deadline = time.monotonic() + timeout_s
+        grace_until = None
+        by_sentinel = {p.sentinel: r for r, p in enumerate(self._procs)}
+        while True:
+            pending = [r for r in range(self.n) if r not in results and r not in errors
+                       and r not in dead]
+            if dead:
+                self._died(dead, what)
+            if not pending or (errors and grace_until and time.monotonic() >= grace_until):
+                break
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.abort()
+                raise WorkerTimeoutError(
+                    f"worker rank{'s' if len(pending) > 1 else ''} "
+                    f"{', '.join(map(str, pending))} did not finish {what} within "
+                    f"{timeout_s:.0f} s, so the group was stopped; start new workers with "
+                    f"ch3.workers({self.n}) (and a smaller problem if it is just slow).",
+                    ranks=pending)
+            wait_s = min(remaining, 0.5 if grace_until is None else
+                         max(0.0, grace_until - time.monotonic()))
+            objects = [self._conns[r] for r in pending] + [self._procs[r].sentinel for r in pending]
+            for obj in _wait_for(objects, timeout=wait_s):
+                if isinstance(obj, int):
+                    rank = by_sentinel[obj]
+                    if rank not in results and rank not in errors and not self._conns[rank].poll():
+                        dead.append(rank)
+                    continue
+                rank = self._conns.index(obj)
+                try:
+                    msg = obj.recv()
+                except (EOFError, OSError):
+                    self._procs[rank].join(1.0)
+                    dead.append(rank)
+                    continue
+                if msg[0] == "error":
+                    errors[rank] = (msg[2], msg[3])
+                    grace_until = grace_until or time.monotonic() + _GRACE_S
+                elif msg[0] == expect:
+                    results[rank] = msg[2]
+        if errors:
+            rank = min(errors)
+            text, tb = errors[rank]
+            self.abort()
+            first = rank if len(errors) == 1 else f"{rank} (and {len(errors) - 1} more)"
+            raise WorkerError(
+                f"worker rank {first} failed in {what} with {text}; the group was stopped "
+                f"(start new workers with ch3.workers({self.n})).",
+                rank=rank, worker_traceback=tb, exc_type=text.split(":")[0])
+        return [results[r] for r in range(self.n)]
+
+    def _died(self, ranks: list[int], what: str):
+        ranks = sorted(set(ranks))
+        reasons = ", ".join(f"rank {r} ({_exit_reason(self._procs[r].exitcode)})" for r in ranks)
+        self.abort()
+        raise WorkerDiedError(
+            f"worker {reasons} died during {what}; the other workers were stopped so nothing "
+            f"hangs. Start new workers with ch3.workers({self.n}).", ranks=ranks)
+
+    # ------------------------------------------------------------------ stopping
+
+    def abort(self) -> None:
+        """Kill every worker at once (used when one failed: the group cannot be trusted)."""
+        for p in self._procs:
+            if p.is_alive():
+                p.kill()
+        for p in self._procs:
+            p.join(5.0)
+        self._close_conns()
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Ask the workers to leave the group and exit; kill any that do not."""
+        if self.closed:
+            return
+        self.closed = True
+        for conn in self._conns:
+            try:
+                conn.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+        deadline = time.monotonic() + timeout_s
+        for p in self._procs:
+            p.join(max(0.0, deadline - time.monotonic()))
+        self.abort()
+        try:
+            atexit.unregister(self.close)
+        except Exception:
+            pass
+
+    def _close_conns(self) -> None:
+        self.closed = True
+        for conn in self._conns:
+            try:
+                conn.close()
+            except OSError:
+                pass
+
+
+_SHARED: Workers | None = None
+
+
+def workers(n: int | None = None, backend: str | None = None) -> Workers:
+    """The notebook's shared group of ``n`` workers: reused while it is alive, else started.
+
+    Asking for another size stops the current group first, so at most one is running.
+    """
+    global _SHARED
+    n = default_workers() if n is None else n
+    want = backend or choose_backend(int(n))
+    s = _SHARED
+    if s is not None and not s.closed and s.n == n and s.backend == want and \
+            all(p.is_alive() for p in s._procs):
+        return s
+    if s is not None:
+        s.close()
+    _SHARED = Workers(n, backend=want)
+    return _SHARED
+
+
+def close_workers() -> None:
+    """Stop the shared workers (the last cell of the notebook)."""
+    global _SHARED
+    if _SHARED is not None:
+        _SHARED.close()
+        _SHARED = None
+
+
+def _pool(pool: Workers | int | None) -> Workers:
+    """A live group: ``pool`` itself, or the shared group (restarted if ``pool`` was stopped)."""
+    if isinstance(pool, Workers):
+        if not pool.closed:
+            return pool
+        return workers(pool.n, pool.backend)
+    return workers(pool)
+
+
+def hello(pool: Workers | int | None = None) -> list[dict]:
+    """Every rank reports its pid and device, and all-reduces its rank number (0+1+...)."""
+    return _pool(pool).run(_task_hello)
+
+
+# =========================================================================== models and data
+
+# The data-parallel model: 4 square layers of 1024 (4.2 M parameters, 16.8 MB of fp32 gradients).
+DDP_WIDTH, DDP_DEPTH = 1024, 4
+# The model split across devices: 8 layers of 768 (4.7 M parameters).
+PIPE_WIDTH, PIPE_DEPTH = 768, 8
+# The small model of the exact-gradient checks.
+CHECK_WIDTH, CHECK_DEPTH = 96, 3
+
+
+def mlp_blocks(width: int, depth: int, seed: int = 0) -> list[nn.Module]:
+    """``depth`` blocks of Linear(width, width) (+ ReLU except the last), same weights for a seed."""
+    torch.manual_seed(seed)
+    blocks: list[nn.Module] = []
+    for i in range(depth):
+        lin = nn.Linear(width, width)
+        blocks.append(lin if i == depth - 1 else nn.Sequential(lin, nn.ReLU()))
+    return blocks
+
+
+def mlp(width: int, depth: int, seed: int = 0) -> nn.Sequential:
+    """The chapter's model: a square MLP, identical on every rank for the same seed."""
+    return nn.Sequential(*mlp_blocks(width, depth, seed))
+
+
+def batch(rows: int, width: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random non-uniform inputs (mixed magnitudes) and targets, seeded."""
+    x = torch.from_numpy(check.random_array((rows, width), np.float32, seed=seed))
+    y = torch.from_numpy(check.random_array((rows, width), np.float32, seed=seed + 7919,
+                                            kind="uniform"))
+    return x, y
+
+
+def loss_sum(out: torch.Tensor, target: torch.Tensor, total: int) -> torch.Tensor:
+    """Squared error summed over ``out`` and divided by ``total`` elements of the whole batch.
+
+    Summing per micro-batch and dividing by the FULL batch's size makes micro-batch losses
+    add up to the full batch's mean, whatever the micro-batch sizes.
+    """
+    return ((out - target) ** 2).sum() / total
+
+
+def split_stages(depth: int, stages: int) -> list[range]:
+    """Contiguous block ranges, one per stage, as equal as possible."""
+    if stages > depth:
+        raise DistributedError(f"cannot split {depth} layers into {stages} stages: use at most "
+                               f"{depth} workers for the pipeline.")
+    bounds = np.linspace(0, depth, stages + 1).round().astype(int)
+    return [range(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def tensor_bytes(tensors) -> int:
+    return int(sum(t.numel() * t.element_size() for t in tensors if t is not None))
+
+
+def grads_numpy(module: nn.Module) -> list[np.ndarray]:
+    return [p.grad.detach().cpu().double().numpy().copy() for p in module.parameters()]
+
+
+def transformer_grad_shapes(d_model: int = 128, layers: int = 8) -> list[tuple[int, ...]]:
+    """Gradient shapes of a small transformer: 12 tensors per block, half of them tiny."""
+    d = d_model
+    block = [(3 * d, d), (3 * d,), (d, d), (d,), (d,), (d,),
+             (4 * d, d), (4 * d,), (d, 4 * d), (d,), (d,), (d,)]
+    return [s for _ in range(layers) for s in block]
+
+
+# =========================================================================== tasks (run in workers)
+
+def _task_hello(ctx: WorkerContext) -> dict:
+    """Each rank's view of the group, and an all-reduce of the ranks (sum 0..n-1)."""
+    t = torch.tensor([float(ctx.rank)], device=ctx.torch_device)
+    dist.all_reduce(t)
+    return {**ctx.info(), "sum_of_ranks": float(t.item())}
+
+
+def _task_sleep_collectives(ctx: WorkerContext, seconds: float) -> int:
+    """All-reduces in a loop for ``seconds`` (used to test that a killed peer does not hang)."""
+    t_end = time.monotonic() + seconds
+    x = torch.ones(1024, device=ctx.torch_device)
+    n = 0
+    while time.monotonic() < t_end:
+        dist.all_reduce(x)
+        x.fill_(1.0)
+        n += 1
+    return n
+
+
+def _task_raise_on(ctx: WorkerContext, rank: int) -> int:
+    """Rank ``rank`` raises while the others wait in a collective (error-path test)."""
+    if ctx.rank == rank:
+        raise ValueError(f"planted failure on rank {rank}")
+    t = torch.ones(1, device=ctx.torch_device)
+    dist.all_reduce(t)
+    return ctx.rank
+
+
+def _task_skip_collective(ctx: WorkerContext, rank: int) -> int:
+    """Every rank but ``rank`` enters an all-reduce: they must time out, not hang."""
+    if ctx.rank != rank:
+        t = torch.ones(1, device=ctx.torch_device)
+        dist.all_reduce(t)
+    return ctx.rank
+
+
+def _task_ddp_grads(ctx: WorkerContext, width: int, depth: int, per_worker: int,
+                    seed: int) -> dict:
+    """DDP gradients of each rank's shard, and (rank 0) the single-process full-batch ones."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dev = ctx.torch_device
+    model = mlp(width, depth, seed).to(dev)
+    ref = copy.deepcopy(model).double()
+    rows = per_worker * ctx.world_size
+    x, y = batch(rows, width, seed)
+    ddp = DDP(model, device_ids=[dev.index] if ctx.is_cuda else None)
+    shard = slice(ctx.rank * per_worker, (ctx.rank + 1) * per_worker)
+    # Each rank's loss is the mean over its shard; DDP averages the ranks' gradients.
+    loss = nn.functional.mse_loss(ddp(x[shard].to(dev)), y[shard].to(dev))
+    loss.backward()
+    out = {"rank": ctx.rank, "ddp": grads_numpy(model),
+           "names": [n for n, _ in model.named_parameters()]}
+    if ctx.rank == 0:
+        nn.functional.mse_loss(ref(x.double()), y.double()).backward()
+        out["reference"] = grads_numpy(ref)
+    return out
+
+
+def _task_manual_average(ctx: WorkerContext, payload, width: int, depth: int,
+                         per_worker: int, seed: int) -> dict:
+    """A learner's ``average_gradients(model, world_size)`` after a plain backward on each shard."""
+    fn = _resolve_function(payload)
+    dev = ctx.torch_device
+    model = mlp(width, depth, seed).to(dev)
+    ref = copy.deepcopy(model).double()
+    x, y = batch(per_worker * ctx.world_size, width, seed)
+    shard = slice(ctx.rank * per_worker, (ctx.rank + 1) * per_worker)
+    nn.functional.mse_loss(model(x[shard].to(dev)), y[shard].to(dev)).backward()
+    local = grads_numpy(model)
+    fn(model, ctx.world_size)
+    out = {"rank": ctx.rank, "manual": grads_numpy(model), "local": local,
+           "names": [n for n, _ in model.named_parameters()], "world_size": ctx.world_size}
+    nn.functional.mse_loss(ref(x.double()), y.double()).backward()
+    out["reference"] = grads_numpy(ref)
+    return out
+
+
+def _task_ddp_throughput(ctx: WorkerContext, width: int, depth: int, per_worker: int,
+                         samples: int, seed: int) -> dict:
+    """Training steps per second: rank 0 alone (the 1-worker baseline), then DDP on all ranks."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dev = ctx.torch_device
+    x, y = batch(per_worker, width, seed + ctx.rank)  # each worker its own shard of data
+    x, y = x.to(dev), y.to(dev)
+
+    def stepper(model):
+        opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            nn.functional.mse_loss(model(x), y).backward()
+            opt.step()
+        return step
+
+    single = None
+    ctx.barrier()
+    if ctx.rank == 0:  # the others wait at the barrier below: one worker, one device
+        single = ctx.benchmark(stepper(mlp(width, depth, seed).to(dev)), label="1 worker",
+                               samples=samples, size=per_worker)
+    ctx.barrier()
+    ddp = DDP(mlp(width, depth, seed).to(dev), device_ids=[dev.index] if ctx.is_cuda else None)
+    multi = ctx.benchmark(stepper(ddp), label=f"{ctx.world_size} workers (DDP)",
+                          samples=samples, size=per_worker * ctx.world_size)
+    params = sum(p.numel() for p in ddp.parameters())
+    return {"single": single, "ddp": multi, "params": params}
+
+
+def _ring_check(ctx: WorkerContext, sizes=(1, 7, 4099)) -> float:
+    """All-reduce of per-rank random data equals the sum computed locally; the worst error."""
+    worst = 0.0
+    for n in sizes:
+        mine = check.random_array(n, np.float32, seed=1000 * n + ctx.rank)
+        t = torch.from_numpy(mine).to(ctx.torch_device)
+        dist.all_reduce(t)
+        want = sum(check.random_array(n, np.float64, seed=1000 * n + r)
+                   for r in range(ctx.world_size))
+        got = t.cpu().double().numpy()
+        check.assert_close(got, want, rtol=1e-5, atol=1e-5, name=f"all_reduce of {n} floats")
+        worst = max(worst, float(np.max(np.abs(got - want) / (np.abs(want) + 1e-6))))
+    return worst
+
+
+def _calls_for(nbytes: int, target_bytes: float) -> int:
+    return int(max(1, min(8, target_bytes // max(nbytes, 1))))
+
+
+def _task_allreduce_sweep(ctx: WorkerContext, sizes: list[int], samples: int,
+                          target_bytes: float) -> dict:
+    """Point-to-point ping-pong (ranks 0, 1) and all-reduce time for each message size."""
+    dev = ctx.torch_device
+    worst = _ring_check(ctx)
+    pingpong, allreduce = [], []
+    for nbytes in sizes:
+        n = max(1, nbytes // 4)
+        calls = _calls_for(nbytes, target_bytes)
+        buf = torch.from_numpy(check.random_array(n, np.float32, seed=ctx.rank)).to(dev)
+        if ctx.world_size >= 2 and ctx.rank in (0, 1):
+            peer = 1 - ctx.rank
+
+            def ping():  # rank 0 sends then receives, rank 1 the reverse: one round trip
+                if ctx.rank == 0:
+                    dist.send(buf, peer)
+                    dist.recv(buf, peer)
+                else:
+                    dist.recv(buf, peer)
+                    dist.send(buf, peer)
+            pingpong.append(ctx.benchmark(ping, label=f"ping-pong {nbytes} B", samples=samples,
+                                          calls=calls, size=nbytes, bytes=2 * 4 * n))
+        ctx.barrier()
+        # Repeated sums grow the values; that changes nothing the network moves.
+        allreduce.append(ctx.benchmark(lambda: dist.all_reduce(buf), label=f"all-reduce {nbytes} B",
+                                       samples=samples, calls=calls, size=nbytes, bytes=4 * n))
+    return {"pingpong": pingpong, "allreduce": allreduce, "check_error": worst,
+            "device_name": ctx.device_name}
+
+
+def bucket_indices(nbytes: Sequence[int], cap_bytes: float) -> list[list[int]]:
+    """Greedy buckets of tensor indices in REVERSE order (the order backward produces them).
+
+    A bucket closes when adding the next tensor would pass ``cap_bytes``; a tensor larger
+    than the cap gets a bucket of its own. ``cap_bytes=0`` gives one tensor per bucket.
+    """
+    buckets: list[list[int]] = []
+    cur: list[int] = []
+    size = 0
+    for i in reversed(range(len(nbytes))):
+        if cur and size + nbytes[i] > cap_bytes:
+            buckets.append(cur)
+            cur, size = [], 0
+        cur.append(i)
+        size += nbytes[i]
+    if cur:
+        buckets.append(cur)
+    return buckets
+
+
+def _allreduce_buckets(grads: list[torch.Tensor], buckets: list[list[int]]) -> None:
+    for idx in buckets:
+        if len(idx) == 1:
+            dist.all_reduce(grads[idx[0]])
+            continue
+        flat = torch.cat([grads[i].reshape(-1) for i in idx])
+        dist.all_reduce(flat)
+        for i, part in zip(idx, torch.split(flat, [grads[i].numel() for i in idx])):
+            grads[i].copy_(part.view_as(grads[i]))
+
+
+def _task_bucketing(ctx: WorkerContext, shapes: list[tuple], caps: list[float], samples: int,
+                    seed: int) -> dict:
+    """One all-reduce per gradient tensor against buckets of several sizes: checked, then timed."""
+    dev = ctx.torch_device
+    mine = [check.random_array(s, np.float32, seed=seed + 7 * i + 100_003 * ctx.rank)
+            for i, s in enumerate(shapes)]
+    want = [sum(check.random_array(s, np.float64, seed=seed + 7 * i + 100_003 * r)
+                for r in range(ctx.world_size)) for i, s in enumerate(shapes)]
+    nbytes = [m.nbytes for m in mine]
+    out = {"timings": [], "buckets": [], "caps": list(caps), "tensors": len(shapes),
+           "total_bytes": int(sum(nbytes)), "bucket_bytes": []}
+    for cap in caps:
+        buckets = bucket_indices(nbytes, cap)
+        grads = [torch.from_numpy(m.copy()).to(dev) for m in mine]
+        _allreduce_buckets(grads, buckets)  # check before timing
+        for i, (g, w) in enumerate(zip(grads, want)):
+            check.assert_close(g.cpu().double().numpy(), w, rtol=1e-5, atol=1e-5,
+                               name=f"gradient {i} after bucketed all-reduce (cap {cap:g} B)")
+        label = ("one all-reduce per tensor" if cap == 0 else
+                 f"buckets of {_fmt_bytes(cap)}")
+        out["timings"].append(ctx.benchmark(lambda: _allreduce_buckets(grads, buckets),
+                                            label=label, samples=samples,
+                                            size=len(buckets), bytes=sum(nbytes)))
+        out["buckets"].append(len(buckets))
+        out["bucket_bytes"].append([int(sum(nbytes[i] for i in b)) for b in buckets])
+    return out
+
+
+def _task_ddp_timeline(ctx: WorkerContext, width: int, depth: int, per_worker: int,
+                       bucket_cap_mb: float, samples: int, seed: int) -> dict:
+    """One instrumented DDP step: forward, backward, and each bucket's all-reduce on the clock."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dev = ctx.torch_device
+    x, y = batch(per_worker, width, seed + ctx.rank)
+    x, y = x.to(dev), y.to(dev)
+    ddp = DDP(mlp(width, depth, seed).to(dev), bucket_cap_mb=bucket_cap_mb,
+              device_ids=[dev.index] if ctx.is_cuda else None)
+    st = Stamper(ctx)
+    records: list = []
+    recording = [False]
+    world = ctx.world_size
+
+    def hook(state, bucket):  # the default hook's work (divide, then sum), with timestamps
+        ready = st.stamp()
+        buf = bucket.buffer()
+        buf.div_(world)
+        fut = dist.all_reduce(buf, async_op=True).get_future()
+        nbytes = buf.numel() * buf.element_size()
+
+        def done(f):
+            if recording[0]:
+                records.append((bucket.index(), ready, st.stamp(), nbytes))
+            return f.value()[0]
+        return fut.then(done)
+
+    ddp.register_comm_hook(None, hook)
+    opt = torch.optim.SGD(ddp.parameters(), lr=1e-4)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        nn.functional.mse_loss(ddp(x), y).backward()
+        opt.step()
+
+    timing = ctx.benchmark(step, label=f"DDP step, {world} workers, buckets {bucket_cap_mb:g} MiB",
+                           samples=samples, size=per_worker * world)
+    ctx.barrier()
+    st.start()
+    recording[0] = True
+    opt.zero_grad(set_to_none=True)
+    f0 = st.stamp()
+    loss = nn.functional.mse_loss(ddp(x), y)
+    f1 = st.stamp()
+    loss.backward()  # returns once every bucket's all-reduce has finished
+    b1 = st.stamp()
+    opt.step()
+    s1 = st.stamp()
+    recording[0] = False
+    ctx.sync()
+    r = st.resolve
+    buckets = sorted(((i, r(a), r(b), n) for i, a, b, n in records), key=lambda t: t[1])
+    last_ready = max((a for _, a, _, _ in buckets), default=r(b1))
+    events = [("forward", r(f0), r(f1)), ("backward", r(f1), last_ready)]
+    events += [(f"all-reduce bucket {i}", a, b) for i, a, b, _ in buckets]
+    events += [("wait + optimizer", last_ready, r(s1))] if r(s1) > last_ready else []
+    return {"rank": ctx.rank, "events": events, "timing": timing,
+            "bucket_bytes": [n for *_, n in buckets], "step_s": r(s1) - r(f0),
+            "grad_bytes": tensor_bytes(ddp.parameters())}
+
+
+def _pipeline_step(ctx: WorkerContext, stage: nn.Module, x, y, m: int, width: int,
+                   st: Stamper | None = None) -> list:
+    """One GPipe step of this rank's stage: all micro-batch forwards, then all backwards.
+
+    Activations go to the next rank and their gradients come back with point-to-point
+    send/recv; sends are asynchronous so a stage can start the next micro-batch at once.
+    """
+    s, p, dev = ctx.rank, ctx.world_size, ctx.torch_device
+    rows = [len(c) for c in torch.tensor_split(torch.empty(len(x)), m)]
+    xs, ys = torch.tensor_split(x, m), torch.tensor_split(y, m)
+    total = x.numel()
+    events, sends, saved = [], [], []
+    for j in range(m):
+        if s == 0:
+            inp = xs[j]
+        else:
+            inp = torch.empty(rows[j], width, device=dev)
+            dist.recv(inp, s - 1)
+            inp.requires_grad_()
+        t0 = st.stamp() if st else None
+        out = stage(inp)
+        if s == p - 1:
+            out = loss_sum(out, ys[j], total)
+        if st:
+            events.append((j, "forward", t0, st.stamp()))
+        if s < p - 1:
+            sends.append(dist.isend(out.detach(), s + 1))
+        saved.append((inp, out))
+    for j in reversed(range(m)):
+        inp, out = saved[j]
+        if s == p - 1:
+            t0 = st.stamp() if st else None
+            out.backward()
+        else:
+            grad = torch.empty_like(out)
+            dist.recv(grad, s + 1)
+            t0 = st.stamp() if st else None
+            out.backward(grad)
+        if st:
+            events.append((j, "backward", t0, st.stamp()))
+        if s > 0:
+            sends.append(dist.isend(inp.grad, s - 1))
+    for w in sends:
+        w.wait()
+    return events
+
+
+def _task_pipeline(ctx: WorkerContext, width: int, depth: int, rows: int,
+                   microbatches: list[int], samples: int, seed: int) -> dict:
+    """The model split over the ranks (one stage each), run with 1 and m micro-batches.
+
+    Checks every stage's gradients against the whole model on the whole batch (float64),
+    then times a step and records one step's timeline for each micro-batch count.
+    """
+    dev = ctx.torch_device
+    blocks = mlp_blocks(width, depth, seed)
+    whole = nn.Sequential(*copy.deepcopy(blocks)).double()
+    mine = split_stages(depth, ctx.world_size)[ctx.rank]
+    stage = nn.Sequential(*[blocks[i] for i in mine]).to(dev)
+    x, y = batch(rows, width, seed)
+    # Reference: the whole model, whole batch, in float64.
+    loss_sum(whole(x.double()), y.double(), x.numel()).backward()
+    ref = [g for i in mine for g in grads_numpy(whole[i])]
+    x, y = x.to(dev), y.to(dev)
+    out = {"rank": ctx.rank, "layers": [mine.start, mine.stop], "runs": [],
+           "stage_param_bytes": tensor_bytes(stage.parameters()),
+           "whole_param_bytes": tensor_bytes(whole.parameters()) // 2,  # as float32
+           "device_name": ctx.device_name}
+    for m in microbatches:
+        stage.zero_grad(set_to_none=True)
+        _pipeline_step(ctx, stage, x, y, m, width)
+        got = grads_numpy(stage)
+        for k, (g, w) in enumerate(zip(got, ref)):
+            check.assert_close(g, w, rtol=1e-4, atol=1e-6 * (np.abs(w).max() + 1e-30),
+                               name=f"stage {ctx.rank} gradient {k} with {m} micro-batches")
+        stage.zero_grad(set_to_none=True)
+        peak = None
+        if ctx.is_cuda:
+            torch.cuda.reset_peak_memory_stats(dev)
+        timing = ctx.benchmark(lambda: (stage.zero_grad(set_to_none=True),
+                                        _pipeline_step(ctx, stage, x, y, m, width)),
+                               label=f"{m} micro-batch{'es' if m > 1 else ''}",
+                               samples=samples, size=m)
+        if ctx.is_cuda:
+            peak = int(torch.cuda.max_memory_allocated(dev))
+        ctx.barrier()
+        st = Stamper(ctx)
+        stage.zero_grad(set_to_none=True)
+        ev = _pipeline_step(ctx, stage, x, y, m, width, st)
+        ctx.sync()
+        out["runs"].append({"microbatches": m, "timing": timing, "peak_bytes": peak,
+                            "events": [(j, ph, st.resolve(a), st.resolve(b)) for j, ph, a, b in ev],
+                            "grad_bytes": tensor_bytes(g for g in (p.grad for p in stage.parameters()))})
+    return out
+
+
+# =========================================================================== results
+
+def _fmt_bytes(n: float) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            v = n / size
+            return f"{v:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def _fmt_s(t: float) -> str:
+    return bench._fmt_time(t)
+
+
+def _table(head: Sequence[str], rows: Sequence[Sequence[str]], note: str = "") -> str:
+    h = "".join(f"<th>{html.escape(c)}</th>" for c in head)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>"
+                   for r in rows)
+    foot = f"<div style='color:#666;font-size:90%'>{html.escape(note)}</div>" if note else ""
+    return f"<table><thead><tr>{h}</tr></thead><tbody>{body}</tbody></table>{foot}"
+
+
+@dataclass
+class GradientCheck:
+    """Gradients of a parallel run against the single-process full-batch gradients."""
+
+    what: str
+    workers: int
+    tensors: int
+    max_rel_error: float
+
+    def __str__(self) -> str:
+        return (f"{self.what} on {self.workers} workers match the single-process full-batch "
+                f"gradients ({self.tensors} tensors, relative error < 1e-4).")
+
+    __repr__ = __str__
+
+
+def _compare_grads(got: list[np.ndarray], want: list[np.ndarray], names, what: str) -> float:
+    worst = 0.0
+    for g, w, name in zip(got, want, names):
+        scale = float(np.abs(w).max()) or 1.0
+        check.assert_close(g, w, rtol=1e-4, atol=1e-5 * scale, name=f"{what}: {name}")
+        worst = max(worst, float(np.abs(g - w).max() / scale))
+    return worst
+
+
+def ddp_check(pool: Workers | int | None = None, per_worker: int = 37, seed: int = 0) -> GradientCheck:
+    """DDP's averaged gradients equal the single-process gradients of the full batch.
+
+    Each of the ``n`` workers takes an equal shard of ``per_worker`` rows (an awkward size)
+    of one seeded batch; rank 0 also runs the whole batch in float64 without DDP.
+    """
+    pool = _pool(pool)
+    res = pool.run(_task_ddp_grads, CHECK_WIDTH, CHECK_DEPTH, per_worker, seed)
+    ref, names = res[0]["reference"], res[0]["names"]
+    worst = 0.0
+    for r in res:
+        worst = max(worst, _compare_grads(r["ddp"], ref, names, f"DDP gradient on rank {r['rank']}"))
+    return GradientCheck("DDP gradients", pool.n, len(names), worst)
+
+
+@dataclass
+class Scaling:
+    """Throughput of 1 worker against n DDP workers (weak scaling: same batch per worker)."""
+
+    single: bench.Timing
+    multi: bench.Timing
+    workers: int
+    per_worker: int
+    params: int
+    backend: str
+    device: str
+
+    @property
+    def single_throughput(self) -> float:
+        """Samples per second of one worker."""
+        return self.per_worker / self.single.median_s
+
+    @property
+    def multi_throughput(self) -> float:
+        return self.per_worker * self.workers / self.multi.median_s
+
+    @property
+    def speedup(self) -> float:
+        return self.multi_throughput / self.single_throughput
+
+    @property
+    def efficiency(self) -> float:
+        """Speed-up divided by the number of workers (1.0 is perfect scaling)."""
+        return self.speedup / self.workers
+
+    def to_dict(self) -> dict:
+        return {"single": self.single.to_dict(), "multi": self.multi.to_dict(),
+                "workers": self.workers, "per_worker": self.per_worker, "params": self.params,
+                "backend": self.backend, "device": self.device,
+                "single_throughput": self.single_throughput,
+                "multi_throughput": self.multi_throughput, "efficiency": self.efficiency}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Scaling":
+        return cls(bench.Timing.from_dict(d["single"]), bench.Timing.from_dict(d["multi"]),
+                   d["workers"], d["per_worker"], d["params"], d["backend"], d["device"])
+
+    def __str__(self) -> str:
+        return (f"1 worker: {self.single_throughput:.0f} samples/s; {self.workers} workers "
+                f"(DDP, {self.backend}): {self.multi_throughput:.0f} samples/s; speed-up "
+                f"{self.speedup:.2f}x, scaling efficiency {self.efficiency:.0%}")
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        rows = [(t.label, _fmt_s(t.median_s), f"{_fmt_s(t.p20_s)} – {_fmt_s(t.p80_s)}",
+                 f"{tp:.0f}", f"{tp / self.single_throughput:.2f}×")
+                for t, tp in ((self.single, self.single_throughput),
+                              (self.multi, self.multi_throughput))]
+        return _table(("", "median step", "p20 – p80", "samples/s", "speed-up"), rows,
+                      f"{self.per_worker} samples per worker per step, {self.params:,} parameters, "
+                      f"{self.backend} on {self.device}; scaling efficiency {self.efficiency:.0%}")
+
+
+def ddp_scaling(pool: Workers | int | None = None, per_worker: int = 256, samples: int = 5,
+                seed: int = 0) -> Scaling:
+    """Check DDP, then time a training step of 1 worker and of n DDP workers."""
+    pool = _pool(pool)
+    ddp_check(pool, seed=seed)
+    res = pool.run(_task_ddp_throughput, DDP_WIDTH, DDP_DEPTH, per_worker, samples, seed)
+    # The step ends when the slowest rank is done: report the slowest rank's DDP timing.
+    multi = max((r["ddp"] for r in res), key=lambda t: t.median_s)
+    return Scaling(res[0]["single"], multi, pool.n, per_worker, res[0]["params"], pool.backend,
+                   pool.device_name)
+
+
+@dataclass
+class AllReduceSweep:
+    """All-reduce time against message size, with the ring model fed by a ping-pong fit."""
+
+    sizes: list[int]
+    allreduce: list[bench.Timing]
+    pingpong: list[bench.Timing]
+    workers: int
+    backend: str
+    device: str
+    latency_s: float | None
+    bandwidth_Bps: float | None
+
+    def model(self) -> list[models.AllReduce] | None:
+        if not self.bandwidth_Bps:
+            return None
+        return [models.ring_allreduce_time(n, self.workers, self.bandwidth_Bps,
+                                           self.latency_s or 0.0) for n in self.sizes]
+
+    @property
+    def algbw_GBps(self) -> list[float]:
+        """Message bytes / time: what an all-reduce benchmark reports."""
+        return [n / t.median_s / 1e9 for n, t in zip(self.sizes, self.allreduce)]
+
+    @property
+    def busbw_GBps(self) -> list[float]:
+        """Algorithm bandwidth x 2(p-1)/p: comparable with a link's bandwidth."""
+        p = self.workers
+        return [b * 2 * (p - 1) / p for b in self.algbw_GBps]
+
+    def to_dict(self) -> dict:
+        return {"sizes": self.sizes, "allreduce": [t.to_dict() for t in self.allreduce],
+                "pingpong": [t.to_dict() for t in self.pingpong], "workers": self.workers,
+                "backend": self.backend, "device": self.device, "latency_s": self.latency_s,
+                "bandwidth_Bps": self.bandwidth_Bps, "algbw_GBps": self.algbw_GBps,
+                "busbw_GBps": self.busbw_GBps}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "AllReduceSweep":
+        return cls(d["sizes"], [bench.Timing.from_dict(t) for t in d["allreduce"]],
+                   [bench.Timing.from_dict(t) for t in d["pingpong"]], d["workers"],
+                   d["backend"], d["device"], d["latency_s"], d["bandwidth_Bps"])
+
+    def _repr_html_(self) -> str:
+        mod = self.model() or [None] * len(self.sizes)
+        rows = [(_fmt_bytes(n), _fmt_s(t.median_s), f"{bw:.3g}",
+                 _fmt_s(m.time) if m else "–") for n, t, bw, m in
+                zip(self.sizes, self.allreduce, self.algbw_GBps, mod)]
+        note = (f"{self.workers} workers, {self.backend} on {self.device}. Ring model with "
+                f"latency {_fmt_s(self.latency_s)} and bandwidth {self.bandwidth_Bps / 1e9:.3g} GB/s "
+                "fitted from the ping-pong" if self.bandwidth_Bps else "one worker: nothing to exchange")
+        return _table(("message", "all-reduce (median)", "algorithm GB/s", "ring model"), rows, note)
+
+
+def fit_latency_bandwidth(sizes: Sequence[float], seconds: Sequence[float]) -> tuple[float, float]:
+    """Fit t = latency + bytes / bandwidth to one-way times, weighting relative errors.
+
+    Each size counts equally (rows divided by t), so the small messages fix the latency and
+    the large ones the bandwidth; both come out positive.
+    """
+    n = np.asarray(sizes, dtype=float)
+    t = np.asarray(seconds, dtype=float)
+    a = np.stack([1 / t, n / t], axis=1)
+    (lat, inv_bw), *_ = np.linalg.lstsq(a, np.ones_like(t), rcond=None)
+    if inv_bw <= 0:  # noise swamped the slope: take the largest message's rate
+        inv_bw = max((t[-1] - max(lat, 0.0)) / n[-1], 1e-15)
+    if lat < 0:
+        lat = float(max(0.0, np.min(t - n * inv_bw)))
+    return float(lat), float(1 / inv_bw)
+
+
+def _fit_pingpong(sizes: list[int], pingpong: list[bench.Timing]) -> tuple[float, float] | tuple[None, None]:
+    """(latency s, bandwidth B/s) of one direction, fitted to all the ping-pong round trips."""
+    if not pingpong:
+        return None, None
+    return fit_latency_bandwidth(sizes, [t.median_s / 2 for t in pingpong])
+
+
+def allreduce_sweep(pool: Workers | int | None = None, sizes: Sequence[int] | None = None,
+                    samples: int = 5) -> AllReduceSweep:
+    """All-reduce (checked on random data first) and ping-pong time for each message size."""
+    pool = _pool(pool)
+    if sizes is None:
+        top = 30 if pool.backend == "nccl" else 24
+        sizes = [2**k for k in range(10, top + 1, 2)]
+    sizes = [int(s) for s in sizes]
+    target = 256 * 2**20 if pool.backend == "nccl" else 2 * 2**20
+    res = pool.run(_task_allreduce_sweep, sizes, samples, target)
+    # The collective ends when the slowest rank is done.
+    allreduce = [max((r["allreduce"][i] for r in res), key=lambda t: t.median_s)
+                 for i in range(len(sizes))]
+    pingpong = res[0]["pingpong"]
+    lat, bw = _fit_pingpong(sizes, pingpong)
+    return AllReduceSweep(sizes, allreduce, pingpong, pool.n, pool.backend, pool.device_name,
+                          lat, bw)
+
+
+@dataclass
+class Bucketing:
+    """Time to all-reduce a model's gradients: one call per tensor against buckets."""
+
+    timings: bench.Timings
+    buckets: list[int]
+    caps: list[float]
+    tensors: int
+    total_bytes: int
+    workers: int
+    backend: str
+    device: str
+    bucket_bytes: list[list[int]] = field(default_factory=list)
+
+    @property
+    def speedup(self) -> float:
+        """Per-tensor time over the best bucketed time."""
+        return self.timings[0].median_s / min(t.median_s for t in self.timings[1:])
+
+    def model(self, latency_s: float, bandwidth_Bps: float) -> list[float]:
+        """Ring model of each version: one latency-bound call per bucket plus the bytes."""
+        return [sum(models.ring_allreduce_time(b, self.workers, bandwidth_Bps, latency_s).time
+                    for b in bb) for bb in self.bucket_bytes]
+
+    def to_dict(self) -> dict:
+        return {"timings": [t.to_dict() for t in self.timings], "buckets": self.buckets,
+                "caps": self.caps, "tensors": self.tensors, "total_bytes": self.total_bytes,
+                "workers": self.workers, "backend": self.backend, "device": self.device,
+                "bucket_bytes": self.bucket_bytes}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Bucketing":
+        return cls(bench.Timings(bench.Timing.from_dict(t) for t in d["timings"]), d["buckets"],
+                   d["caps"], d["tensors"], d["total_bytes"], d["workers"], d["backend"],
+                   d["device"], d.get("bucket_bytes", []))
+
+    def _repr_html_(self) -> str:
+        base = self.timings[0]
+        rows = [(t.label, str(b), _fmt_s(t.median_s), f"{_fmt_s(t.p20_s)} – {_fmt_s(t.p80_s)}",
+                 f"{t.speedup_over(base):.2f}×") for t, b in zip(self.timings, self.buckets)]
+        return _table(("version", "all-reduce calls", "median", "p20 – p80", "speed-up"), rows,
+                      f"{self.tensors} gradient tensors, {_fmt_bytes(self.total_bytes)} in all, "
+                      f"{self.workers} workers, {self.backend} on {self.device}")
+
+
+def bucketing(pool: Workers | int | None = None, d_model: int = 128, layers: int = 8,
+              caps: Sequence[float] = (0, 256 * 2**10, 25 * 2**20), samples: int = 5,
+              seed: int = 0) -> Bucketing:
+    """All-reduce a small transformer's gradients per tensor, then in buckets (checked first)."""
+    pool = _pool(pool)
+    caps = [float(c) for c in caps]
+    if caps[0] != 0:
+        caps = [0.0] + caps
+    shapes = transformer_grad_shapes(d_model, layers)
+    res = pool.run(_task_bucketing, shapes, caps, samples, seed)
+    timings = bench.Timings(max((r["timings"][i] for r in res), key=lambda t: t.median_s)
+                            for i in range(len(caps)))
+    r0 = res[0]
+    return Bucketing(timings, r0["buckets"], caps, r0["tensors"], r0["total_bytes"], pool.n,
+                     pool.backend, pool.device_name, r0["bucket_bytes"])
+
+
+@dataclass
+class DDPTimeline:
+    """One DDP step per rank: forward, backward and each gradient bucket's all-reduce."""
+
+    events: list[list[tuple[str, float, float]]]  # per rank, seconds from the step's start
+    bucket_cap_mb: float
+    bucket_bytes: list[int]
+    timing: bench.Timing
+    workers: int
+    backend: str
+    device: str
+    grad_bytes: int
+
+    @property
+    def buckets(self) -> int:
+        return len(self.bucket_bytes)
+
+    @property
+    def overlap_fraction(self) -> float:
+        """Share of all-reduce time (rank 0) that ran while backward was still computing."""
+        ev = self.events[0]
+        bwd = next(((a, b) for n, a, b in ev if n == "backward"), None)
+        comm = [(a, b) for n, a, b in ev if n.startswith("all-reduce")]
+        total = sum(b - a for a, b in comm)
+        if not bwd or total <= 0:
+            return 0.0
+        inside = sum(max(0.0, min(b, bwd[1]) - max(a, bwd[0])) for a, b in comm)
+        return inside / total
+
+    def to_dict(self) -> dict:
+        d = {k: v for k, v in asdict(self).items() if k != "timing"}
+        d["timing"] = self.timing.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "DDPTimeline":
+        d = dict(d)
+        d["timing"] = bench.Timing.from_dict(d["timing"])
+        d["events"] = [[tuple(e) for e in ev] for ev in d["events"]]
+        return cls(**d)
+
+
+def ddp_timeline(pool: Workers | int | None = None, bucket_cap_mb: float = 25.0,
+                 per_worker: int = 64, samples: int = 3, seed: int = 0) -> DDPTimeline:
+    """Time DDP steps with a bucket cap, and record one step's timeline on every rank."""
+    pool = _pool(pool)
+    if not bucket_cap_mb > 0:
+        raise DistributedError(f"bucket_cap_mb must be > 0 (MiB), got {bucket_cap_mb!r}.")
+    res = pool.run(_task_ddp_timeline, DDP_WIDTH, DDP_DEPTH, per_worker, float(bucket_cap_mb),
+                   samples, seed)
+    t0 = min(a for r in res for _, a, _ in r["events"])
+    events = [[(n, a - t0, b - t0) for n, a, b in r["events"]] for r in res]
+    timing = max((r["timing"] for r in res), key=lambda t: t.median_s)
+    return DDPTimeline(events, float(bucket_cap_mb), res[0]["bucket_bytes"], timing, pool.n,
+                       pool.backend, pool.device_name, res[0]["grad_bytes"])
+
+
+@dataclass
+class PipelineRun:
+    """One micro-batch count: step time, one step's timeline per stage, measured bubble."""
+
+    microbatches: int
+    timing: bench.Timing
+    events: list[list[tuple[int, str, float, float]]]  # per stage: (micro-batch, phase, start, end)
+
+    @property
+    def span(self) -> float:
+        starts = [a for ev in self.events for _, _, a, _ in ev]
+        ends = [b for ev in self.events for _, _, _, b in ev]
+        return max(ends) - min(starts)
+
+    def busy(self, stage: int) -> float:
+        return sum(b - a for _, _, a, b in self.events[stage])
+
+    @property
+    def bubble(self) -> float:
+        """Measured idle share of the step, averaged over stages: 1 - busy / span."""
+        span = self.span
+        return float(np.mean([1 - self.busy(s) / span for s in range(len(self.events))]))
+
+    def idle(self) -> list[float]:
+        """Idle share of each stage in this step."""
+        span = self.span
+        return [1 - self.busy(s) / span for s in range(len(self.events))]
+
+    @property
+    def backward_ratio(self) -> float:
+        f = [b - a for ev in self.events for _, ph, a, b in ev if ph == "forward"]
+        bw = [b - a for ev in self.events for _, ph, a, b in ev if ph == "backward"]
+        return float(np.median(bw) / np.median(f)) if f and bw and np.median(f) > 0 else 2.0
+
+
+@dataclass
+class Pipeline:
+    """The model split over ``stages`` workers, run with several micro-batch counts."""
+
+    stages: int
+    rows: int
+    runs: list[PipelineRun]
+    stage_param_bytes: list[int]
+    whole_param_bytes: int
+    layers: list[list[int]]
+    peak_bytes: list[int | None]
+    backend: str
+    device: str
+
+    def check_line(self) -> str:
+        """The deterministic line that says the split was checked before it was timed."""
+        ms = " and ".join(str(r.microbatches) for r in self.runs)
+        return (f"Every stage's gradients match the whole model's full-batch gradients "
+                f"({self.stages} stage(s), {ms} micro-batch(es), relative error < 1e-4).")
+
+    def run_for(self, m: int) -> PipelineRun:
+        return next(r for r in self.runs if r.microbatches == m)
+
+    def model(self, m: int) -> models.PipelineBubble:
+        r = self.run_for(m)
+        return models.pipeline_bubble(self.stages, m, backward_ratio=max(r.backward_ratio, 1e-3))
+
+    @property
+    def speedup(self) -> float:
+        """Step time with 1 micro-batch over the step time with the most micro-batches."""
+        return self.runs[0].timing.median_s / self.runs[-1].timing.median_s
+
+    def memory_rows(self) -> list[tuple[str, int]]:
+        rows = [("one device holds the whole model", self.whole_param_bytes)]
+        rows += [(f"stage {s} (layers {a}–{b - 1})", n)
+                 for s, ((a, b), n) in enumerate(zip(self.layers, self.stage_param_bytes))]
+        return rows
+
+    def to_dict(self) -> dict:
+        return {"stages": self.stages, "rows": self.rows,
+                "runs": [{"microbatches": r.microbatches, "timing": r.timing.to_dict(),
+                          "events": r.events, "bubble": r.bubble} for r in self.runs],
+                "stage_param_bytes": self.stage_param_bytes,
+                "whole_param_bytes": self.whole_param_bytes, "layers": self.layers,
+                "peak_bytes": self.peak_bytes, "backend": self.backend, "device": self.device}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Pipeline":
+        runs = [PipelineRun(r["microbatches"], bench.Timing.from_dict(r["timing"]),
+                            [[tuple(e) for e in ev] for ev in r["events"]]) for r in d["runs"]]
+        return cls(d["stages"], d["rows"], runs, d["stage_param_bytes"], d["whole_param_bytes"],
+                   d["layers"], d["peak_bytes"], d["backend"], d["device"])
+
+    def _repr_html_(self) -> str:
+        base = self.runs[0].timing
+        rows = [(r.timing.label, _fmt_s(r.timing.median_s),
+                 f"{_fmt_s(r.timing.p20_s)} – {_fmt_s(r.timing.p80_s)}",
+                 f"{r.timing.speedup_over(base):.2f}×", f"{r.bubble:.0%}",
+                 f"{self.model(r.microbatches).bubble_fraction:.0%}") for r in self.runs]
+        return _table(("micro-batches", "median step", "p20 – p80", "speed-up",
+                       "bubble (measured)", "bubble (model)"), rows,
+                      f"{self.stages} stages, batch of {self.rows} rows, {self.backend} on "
+                      f"{self.device}")
+
+
+def pipeline(pool: Workers | int | None = None, microbatches: Sequence[int] = (1, 4),
+             rows: int = 250, samples: int = 3, seed: int = 0) -> Pipeline:
+    """Split the MLP over the workers; check, time and trace 1 and m micro-batches.
+
+    With 1 micro-batch this is plain model parallelism: each stage waits for the others.
+    """
+    pool = _pool(pool)
+    ms = [int(m) for m in microbatches]
+    if any(m < 1 or m > rows for m in ms):
+        raise DistributedError(f"micro-batch counts must be between 1 and the batch's {rows} rows, "
+                               f"got {ms}.")
+    split_stages(PIPE_DEPTH, pool.n)  # a clear error before any process works
+    res = pool.run(_task_pipeline, PIPE_WIDTH, PIPE_DEPTH, rows, ms, samples, seed)
+    t0s = [min(e[2] for r in res for e in r["runs"][i]["events"]) for i in range(len(ms))]
+    runs = []
+    for i, m in enumerate(ms):
+        timing = max((r["runs"][i]["timing"] for r in res), key=lambda t: t.median_s)
+        events = [[(j, ph, a - t0s[i], b - t0s[i]) for j, ph, a, b in r["runs"][i]["events"]]
+                  for r in res]
+        runs.append(PipelineRun(m, timing, events))
+    return Pipeline(pool.n, rows, runs, [r["stage_param_bytes"] for r in res],
+                    res[0]["whole_param_bytes"], [r["layers"] for r in res],
+                    [r["runs"][-1]["peak_bytes"] for r in res], pool.backend,
+                    res[0]["device_name"])
+
+
+# =========================================================================== lab support
+
+def try_average_gradients(fn: Callable, pool: Workers | int | None = None, per_worker: int = 23,
+                          seed: int = 1) -> dict:
+    """Run a learner's ``average_gradients(model, world_size)`` in every worker.
+
+    Each rank computes the gradients of its own shard, calls ``fn`` (which must leave the
+    average over all ranks in every ``p.grad``), and returns them with the local gradients
+    and the single-process full-batch reference, for ``check.ch3.check_average_gradients``.
+    """
+    pool = _pool(pool)
+    res = pool.run(_task_manual_average, function_payload(fn), CHECK_WIDTH, CHECK_DEPTH,
+                   per_worker, seed)
+    return {"world_size": pool.n, "names": res[0]["names"],
+            "manual": [r["manual"] for r in res], "local": [r["local"] for r in res],
+            "reference": res[0]["reference"]}
+
+
+# =========================================================================== widgets
+
+def explore(workers: int = 2, bucket_kib: int = 1024, microbatches: int = 4,
+            progress=None) -> dict:
+    """Widget back end: a DDP step with ``bucket_kib`` buckets and a pipeline over the workers."""
+    pool = _pool(int(workers))
+    tl = ddp_timeline(pool, bucket_cap_mb=bucket_kib / 1024, samples=2)
+    if progress:
+        progress(0.5)
+    ms = [1, int(microbatches)] if int(microbatches) != 1 else [1]
+    pipe = pipeline(pool, microbatches=ms, samples=2) if pool.n <= PIPE_DEPTH else None
+    if progress:
+        progress(1.0)
+    return {"ddp": tl, "pipeline": pipe, "microbatches": int(microbatches)}
+
+
+# =========================================================================== headless
+
+def run_all(quick: bool = True, progress=None) -> dict:
+    """Every experiment of the chapter on one group of workers, as JSON-ready results."""
+    samples = 3 if quick else 7
+    steps = 6
+    done = [0]
+
+    def tick():
+        done[0] += 1
+        if progress:
+            progress(done[0] / steps)
+
+    with Workers() as pool:
+        tick()
+        check_line = str(ddp_check(pool))
+        scaling = ddp_scaling(pool, samples=samples)
+        tick()
+        sweep = allreduce_sweep(pool, samples=samples)
+        tick()
+        buck = bucketing(pool, samples=samples)
+        tick()
+        timelines = [ddp_timeline(pool, cap, samples=2) for cap in (1.0, 25.0)]
+        tick()
+        pipe = pipeline(pool, microbatches=(1, 4, 8), samples=samples)
+        tick()
+    return {"workers": pool.n, "backend": pool.backend, "device": pool.device_name,
+            "ddp_check": check_line, "scaling": scaling.to_dict(), "allreduce": sweep.to_dict(),
+            "bucketing": buck.to_dict(), "ddp_timelines": [t.to_dict() for t in timelines],
+            "pipeline": pipe.to_dict()}
+
+
+def gpu_check() -> dict:
+    """On a GPU machine: NCCL is chosen, DDP is exact on GPUs, and the multi-GPU figures.
+
+    With one GPU only single-GPU DDP over NCCL can be measured; the multi-GPU figures
+    (all-reduce bus bandwidth, scaling efficiency, pipeline bubble) need two or more GPUs
+    and are reported as not measured.
+    """
+    _device.require_cuda("chapter 3's GPU check")
+    gpus = gpu_count()
+    out: dict[str, Any] = {"gpus": gpus, "device": torch.cuda.get_device_name(0)}
+    t_start = time.perf_counter()
+    with Workers(gpus, backend="nccl") as pool:
+        out["backend"] = pool.backend
+        hello = pool.run(_task_hello)
+        out["sum_of_ranks_ok"] = all(h["sum_of_ranks"] == gpus * (gpus - 1) / 2 for h in hello)
+        out["ddp_check"] = str(ddp_check(pool))
+        scaling = ddp_scaling(pool, per_worker=1024, samples=7)
+        out["ddp_step_s"] = scaling.multi.median_s
+        out["single_step_s"] = scaling.single.median_s
+        checks = {"nccl_selected": pool.backend == "nccl", "ddp_exact": True,
+                  "all_reduce_correct": out["sum_of_ranks_ok"]}
+        if gpus >= 2:
+            out["scaling_efficiency"] = scaling.efficiency
+            sweep = allreduce_sweep(pool, samples=5)
+            out["allreduce"] = {"sizes": sweep.sizes, "busbw_GBps": sweep.busbw_GBps,
+                                "algbw_GBps": sweep.algbw_GBps,
+                                "median_s": [t.median_s for t in sweep.allreduce]}
+            pipe = pipeline(pool, microbatches=(1, 8), rows=4096, samples=5)
+            out["pipeline"] = {"stages": pipe.stages,
+                               "bubble_measured": [r.bubble for r in pipe.runs],
+                               "bubble_model": [pipe.model(r.microbatches).bubble_fraction
+                                                for r in pipe.runs],
+                               "speedup": pipe.speedup}
+            checks["scaling_efficiency>=0.8"] = scaling.efficiency >= 0.8
+            checks["pipeline_speedup>1"] = pipe.speedup > 1.0
+        else:
+            out["multi_gpu"] = ("not measured: this machine has 1 GPU; all-reduce bandwidth, "
+                                "scaling efficiency and the pipeline bubble need 2 or more")
+    out["seconds"] = time.perf_counter() - t_start
+    out["checks"] = checks
+    out["passed"] = all(checks.values())
+    return out
+
+
+# =========================================================================== torchrun entry
+
+TORCHRUN_TASKS = ("hello", "ddp", "allreduce")
+
+
+def _torchrun_context(timeout_s: float = COLLECTIVE_TIMEOUT_S) -> WorkerContext:
+    """Join the group torchrun set up (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT)."""
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local = int(os.environ.get("LOCAL_RANK", rank))
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+    backend = "nccl" if (gpu_count() >= local_world and dist.is_nccl_available()) else "gloo"
+    threads = threads_per_worker(local_world, backend)
+    torch.set_num_threads(threads)
+    device = "cpu"
+    if backend == "nccl":
+        torch.cuda.set_device(local)
+        device = f"cuda:{local}"
+    dist.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=timeout_s))
+    return WorkerContext(rank, world, local, backend, device, threads, os.getpid())
+
+
+def main(argv=None) -> int:
+    """``torchrun [--nnodes N --node-rank R --rdzv-endpoint HOST:PORT] --nproc-per-node K
+    -m gpucourse.experiments.ch3 {hello,ddp,allreduce}``; without torchrun it starts
+    ``--workers`` processes itself."""
+    import argparse
+    import json
+
+    p = argparse.ArgumentParser(prog="python -m gpucourse.experiments.ch3",
+                                description=main.__doc__.splitlines()[0])
+    p.add_argument("task", choices=TORCHRUN_TASKS)
+    p.add_argument("--workers", type=int, default=None,
+                   help="processes to start when not run under torchrun")
+    args = p.parse_args(argv)
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        ctx = _torchrun_context()
+        try:
+            if args.task == "hello":
+                result = _task_hello(ctx)
+            elif args.task == "ddp":
+                result = _task_ddp_throughput(ctx, DDP_WIDTH, DDP_DEPTH, 64, 5, 0)
+                result = {"rank": ctx.rank, "world_size": ctx.world_size,
+                          "ddp_step_s": result["ddp"].median_s,
+                          "samples_per_s": 64 * ctx.world_size / result["ddp"].median_s}
+            else:
+                r = _task_allreduce_sweep(ctx, [2**k for k in range(10, 25, 2)], 5, 2 * 2**20)
+                result = {"rank": ctx.rank, "sizes": [2**k for k in range(10, 25, 2)],
+                          "allreduce_s": [t.median_s for t in r["allreduce"]]}
+            if ctx.rank == 0:
+                print(json.dumps(result, default=str))
+        finally:
+            dist.destroy_process_group()
+        return 0
+    with Workers(args.workers) as pool:
+        if args.task == "hello":
+            print(json.dumps(pool.run(_task_hello), default=str))
+        elif args.task == "ddp":
+            print(ddp_scaling(pool))
+        else:
+            sweep = allreduce_sweep(pool)
+            print(json.dumps({"sizes": sweep.sizes, "algbw_GBps": sweep.algbw_GBps}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,989 @@
+"""Chapter 4 (threads and scheduling): block size and occupancy, warp divergence, streams,
+atomics and privatization, and the reduction ladder.
+
+Every experiment checks its kernels before it times them. On a CUDA GPU the kernels run
+through CuPy and are timed with CUDA events at sizes that fill the device; on the CPU they
+run on the course's emulator for correctness only, and GPU behaviour comes from the
+analytic models in ``gpucourse.models`` (labelled as models) and from reference
+measurements taken on real GPUs (``gpucourse.reference``, key ``"ch4"``).
+"""
+from __future__ import annotations
+
+import functools
+import html
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import bench, check, device, models, reference, specs
+from ..errors import LaunchError
+
+# The GPU the models describe when no GPU is present (any name from specs.names()).
+DEFAULT_GPU = "H100-SXM"
+BLOCK_SIZES = (32, 48, 64, 96, 100, 128, 192, 200, 256, 384, 512, 768, 1024)
+# saxpy compiles to well under 32 registers per thread on every nvcc we know of; at <= 32
+# registers, registers never limit occupancy, so the exact count does not change the model.
+# On a GPU the count is read from the compiled kernel instead.
+SAXPY_REGS_ASSUMED = 16
+NBINS = 256
+WARP = 32
+
+
+# --------------------------------------------------------------------------- helpers
+
+class Table:
+    """Rows of (label, value) that show as an HTML table in a notebook and as text elsewhere."""
+
+    def __init__(self, rows, caption: str = ""):
+        self.rows = [(str(k), str(v)) for k, v in rows]
+        self.caption = caption
+
+    def __str__(self) -> str:
+        width = max((len(k) for k, _ in self.rows), default=0)
+        head = [self.caption] if self.caption else []
+        return "\n".join(head + [f"{k:<{width}}  {v}" for k, v in self.rows])
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        cap = f"<caption style='text-align:left'>{html.escape(self.caption)}</caption>" \
+            if self.caption else ""
+        body = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
+                       f"<td style='text-align:left'>{html.escape(v)}</td></tr>"
+                       for k, v in self.rows)
+        return f"<table>{cap}{body}</table>"
+
+
+def on_gpu() -> bool:
+    """True when kernels run on a real GPU (CuPy works and the backend is cuda)."""
+    return device.is_cuda() and device.cupy_works()
+
+
+def model_gpu(gpu=None) -> specs.GPUSpec:
+    """The GPU the models describe: the active GPU on a CUDA machine, else ``gpu`` or DEFAULT_GPU."""
+    if device.is_cuda():
+        return specs.for_active_device()
+    return specs.lookup(gpu or DEFAULT_GPU)
+
+
+def _load(name: str):
+    from .. import kernels
+
+    return kernels.load(name)
+
+
+def _xp():
+    if on_gpu():
+        import cupy as cp
+
+        return cp
+    return np
+
+
+def _sync() -> None:
+    device.synchronize()
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _reference_series(*keys):
+    """[(label, value)] of reference data under ch4/keys, from every reference file."""
+    return [(ref.label, value) for ref, value in reference.find("ch4", *keys)]
+
+
+# --------------------------------------------------------------------------- 1. block size
+
+def lane_efficiency(block_size: int) -> float:
+    """Share of a block's warp lanes that hold a thread: a block of 100 threads fills 4 warps (128 lanes)."""
+    return block_size / (WARP * _ceil_div(block_size, WARP))
+
+
+def recommend_block_size(gpu=None, regs_per_thread: int = SAXPY_REGS_ASSUMED,
+                         smem_per_block: int = 0, candidates=range(128, 1025, 32),
+                         prefer: int = 256) -> int:
+    """The course's rule of thumb: among multiples of 32 from 128 up that reach the best occupancy the model allows, the one nearest ``prefer`` threads.
+
+    Why not the smallest: every block costs the scheduler a launch, so a kernel with one
+    element per thread and tiny blocks is limited by how fast blocks start, not by memory;
+    and a block much larger than needed leaves big holes when the last blocks of a wave finish.
+    """
+    spec = model_gpu(gpu)
+    occ = {}
+    for b in candidates:
+        try:
+            occ[b] = models.occupancy(spec.cc, b, regs_per_thread, smem_per_block).occupancy
+        except Exception:  # over a register or shared-memory limit: not launchable
+            continue
+    best = max(occ.values())
+    return min((b for b, o in occ.items() if o >= best - 1e-12), key=lambda b: (abs(b - prefer), b))
+
+
+def check_saxpy(block_sizes=BLOCK_SIZES, sizes=(1, 33, 1000 + 7), seed: int = 4) -> int:
+    """Run both saxpy versions at every block size on awkward sizes and compare with NumPy; returns the number of launches checked."""
+    k = _load("saxpy")
+    a = np.float32(1.75)
+    launches = 0
+    for n in sizes:
+        x = check.random_array(n, np.float32, seed=seed + n)
+        y0 = check.random_array(n, np.float32, seed=seed + 2 * n + 1)
+        want = (np.float64(a) * x.astype(np.float64) + y0.astype(np.float64)).astype(np.float32)
+        for bs in block_sizes:
+            for name, grid in (("saxpy_v1_one_per_thread", _ceil_div(n, bs)),
+                               ("saxpy_v2_grid_stride", max(1, min(3, _ceil_div(n, bs))))):
+                dx, dy = device.asarray(x), device.asarray(y0.copy())  # asarray may not copy
+                getattr(k, name)((grid,), (bs,), (a, dx, dy, np.int32(n)))
+                check.assert_close(device.to_host(dy), want, rtol=1e-6, atol=1e-6,
+                                   name=f"{name} with n={n}, block {bs}")
+                launches += 1
+    return launches
+
+
+def occupancy_curve(gpu=None, block_sizes=BLOCK_SIZES, regs_per_thread: int = SAXPY_REGS_ASSUMED,
+                    smem_per_block: int = 0) -> dict:
+    """The occupancy model at each block size, with the limit that binds and the lanes used."""
+    spec = model_gpu(gpu)
+    out = {"gpu": spec.name, "cc": spec.cc, "sm_count": spec.sm_count,
+           "regs_per_thread": int(regs_per_thread), "smem_per_block": int(smem_per_block),
+           "block_sizes": [int(b) for b in block_sizes], "occupancy": [], "limited_by": [],
+           "blocks_per_sm": [], "active_warps": [], "lane_efficiency": []}
+    for b in block_sizes:
+        occ = models.occupancy(spec.cc, b, regs_per_thread, smem_per_block)
+        out["occupancy"].append(occ.occupancy)
+        out["limited_by"].append(occ.limited_by)
+        out["blocks_per_sm"].append(occ.active_blocks)
+        out["active_warps"].append(occ.active_warps)
+        out["lane_efficiency"].append(lane_efficiency(b))
+    out["max_warps"] = models.occupancy(spec.cc, 32).max_warps
+    return out
+
+
+def default_sweep_n() -> int:
+    """Elements of the sweep on a GPU: 12 bytes per element moved, well over ten times the L2."""
+    if not on_gpu():
+        return 1 << 26
+    l2 = device.describe().l2_bytes or 50 * 2**20
+    return int(min(1 << 28, max(1 << 24, 2 ** math.ceil(math.log2(40 * l2 / 4)))))
+
+
+def _saxpy_regs_on_gpu() -> int | None:
+    """Registers per thread of the compiled saxpy, from the GPU's compiler (None if unknown)."""
+    try:
+        import cupy as cp
+
+        from .. import kernels
+
+        src = (kernels.KERNEL_DIR / "saxpy.cu").read_text()
+        mod = cp.RawModule(code=src, options=("-std=c++17",))
+        return int(mod.get_function("saxpy_v1_one_per_thread").num_regs)
+    except Exception:
+        return None
+
+
+def measure_saxpy(block_size: int, n: int, arrays=None, min_time_s: float = 0.1) -> bench.Timing:
+    """Time saxpy_v1 at one block size on the GPU (12 bytes per element)."""
+    k = _load("saxpy").saxpy_v1_one_per_thread
+    if arrays is None:
+        x, y = _saxpy_arrays(n)
+    else:
+        x, y = arrays
+    grid = _ceil_div(n, block_size)
+    a = np.float32(0.5)  # |a| < 1 keeps y bounded however often the kernel runs
+    return bench.benchmark(lambda: k((grid,), (block_size,), (a, x, y, np.int32(n))),
+                           label=f"block {block_size}", bytes=12 * n, size=n,
+                           min_time_s=min_time_s)
+
+
+def _saxpy_arrays(n: int):
+    cp = _xp()
+    g = cp.random.default_rng(0) if cp is not np else np.random.default_rng(0)
+    x = g.random(n, dtype=np.float32) - 0.5
+    y = g.random(n, dtype=np.float32)
+    return x, y
+
+
+def block_size_sweep(block_sizes=BLOCK_SIZES, gpu=None, n: int | None = None,
+                     min_time_s: float = 0.1, progress=None) -> dict:
+    """Check saxpy at every block size, then time it on a GPU; on the CPU, the occupancy and waves models plus reference data."""
+    check_saxpy(block_sizes)
+    spec = model_gpu(gpu)
+    n = int(n or default_sweep_n())
+    regs, regs_source = SAXPY_REGS_ASSUMED, "assumed (at most 32: never the limit)"
+    measured = None
+    if on_gpu():
+        got = _saxpy_regs_on_gpu()
+        if got:
+            regs, regs_source = got, "compiled kernel"
+        x, y = _saxpy_arrays(n)
+        times = []
+        for i, b in enumerate(block_sizes):
+            times.append(measure_saxpy(b, n, (x, y), min_time_s=min_time_s))
+            if progress:
+                progress((i + 1) / len(block_sizes))
+        measured = {"median_s": [t.median_s for t in times], "p20_s": [t.p20_s for t in times],
+                    "p80_s": [t.p80_s for t in times], "gbps": [t.gbps for t in times],
+                    "method": times[0].method,
+                    "copy_gbps": copy_ceiling(x, min_time_s=min_time_s).gbps}
+        del x, y
+    curve = occupancy_curve(spec, block_sizes, regs)
+    curve["waves"], curve["wave_utilization"] = [], []
+    for b, per_sm in zip(block_sizes, curve["blocks_per_sm"]):
+        w = models.waves(_ceil_div(n, b), per_sm, spec.sm_count)
+        curve["waves"].append(w.waves)
+        curve["wave_utilization"].append(w.utilization)
+    out = {"device": device.describe().short_name, "backend": device.backend(),
+           "n": n, "bytes_per_call": 12 * n, "regs_source": regs_source,
+           "ceiling_gbps": spec.memory_bandwidth_GBps,
+           "ceiling_label": f"{spec.name} datasheet bandwidth",
+           "recommended": recommend_block_size(spec, regs), "measured": measured,
+           "reference": [{"label": lab, **val} for lab, val in _reference_series("block_sweep")
+                         if isinstance(val, dict) and "block_sizes" in val and "gbps" in val],
+           "checked": "saxpy v1 and v2 match NumPy at n = 1, 33, 1007 for every block size",
+           **curve}
+    if progress and not measured:
+        progress(1.0)
+    return out
+
+
+def gpu_choices() -> list[str]:
+    """GPUs the models can describe here: the active GPU on a CUDA machine, the spec table elsewhere."""
+    if device.is_cuda():
+        return [model_gpu().key]
+    return specs.names()
+
+
+def block_size_point(block_size: int, sweep: dict, gpu=None, min_time_s: float = 0.05) -> dict:
+    """One slider position: re-check saxpy at this block size (and re-measure it on a GPU), with the occupancy and waves models for it.
+
+    ``gpu`` (CPU only) switches the models to another GPU of the spec table.
+    """
+    b = int(block_size)
+    if gpu is not None and not device.is_cuda() and specs.lookup(gpu).name != sweep["gpu"]:
+        spec = specs.lookup(gpu)
+        curve = occupancy_curve(spec, sweep["block_sizes"], sweep["regs_per_thread"])
+        curve["waves"] = [models.waves(_ceil_div(sweep["n"], bs), per, spec.sm_count).waves
+                          for bs, per in zip(sweep["block_sizes"], curve["blocks_per_sm"])]
+        sweep = {**sweep, **curve, "ceiling_gbps": spec.memory_bandwidth_GBps,
+                 "ceiling_label": f"{spec.name} datasheet bandwidth",
+                 "recommended": recommend_block_size(spec, sweep["regs_per_thread"])}
+    spec = specs.lookup(sweep["gpu"]) if not device.is_cuda() else model_gpu()
+    check_saxpy(block_sizes=(b,), sizes=(b + 3, 517))
+    occ = models.occupancy(spec.cc, b, sweep["regs_per_thread"])
+    n = sweep["n"]
+    point = {"block_size": b, "occupancy": occ.occupancy, "limited_by": occ.limited_by,
+             "blocks_per_sm": occ.active_blocks, "active_warps": occ.active_warps,
+             "lane_efficiency": lane_efficiency(b), "occupancy_text": str(occ),
+             "waves_text": str(models.waves(_ceil_div(n, b), occ.active_blocks, spec.sm_count)),
+             # Slot utilization against grid size shows the tail effect of partial waves.
+             "tail": tail_effect(spec, b, occ.active_blocks)}
+    if on_gpu():
+        t = measure_saxpy(b, n, min_time_s=min_time_s)
+        point["measured"] = {"median_s": t.median_s, "gbps": t.gbps}
+    return {**sweep, "point": point}
+
+
+def sweep_table(sweep: dict) -> Table:
+    """The sweep as a table: occupancy (model), lanes used, waves, and GB/s where measured."""
+    rows = []
+    meas = sweep.get("measured")
+    for i, b in enumerate(sweep["block_sizes"]):
+        text = (f"occupancy {100 * sweep['occupancy'][i]:.0f} % ({sweep['blocks_per_sm'][i]} "
+                f"blocks/SM, limited by {sweep['limited_by'][i]}), lanes used "
+                f"{100 * sweep['lane_efficiency'][i]:.0f} %, {sweep['waves'][i]:,} waves")
+        if meas:
+            text += f", measured {meas['gbps'][i]:,.0f} GB/s"
+        rows.append((f"block {b}", text))
+    return Table(rows, caption=f"saxpy on {sweep['n']:,} elements; models for {sweep['gpu']} "
+                               f"at {sweep['regs_per_thread']} registers/thread "
+                               f"({sweep['regs_source']})")
+
+
+class Source:
+    """CUDA C text that shows as a highlighted block in a notebook."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+    __repr__ = __str__
+
+    def _repr_markdown_(self) -> str:
+        return f"```cuda\n{self.text}\n```"
+
+
+def kernel_source(file: str, name: str) -> Source:
+    """The source of one ``__global__`` function of a course kernel file."""
+    from .. import kernels
+
+    text = (kernels.KERNEL_DIR / f"{file}.cu").read_text()
+    start = text.index(f"void {name}(")
+    start = text.rindex("extern", 0, start)
+    depth, i = 0, text.index("{", start)
+    while True:
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            break
+        i += 1
+    return Source(text[start:i + 1])
+
+
+def tail_effect(gpu, block_size: int, blocks_per_sm: int | None = None, max_waves: float = 4.0) -> dict:
+    """The waves model's slot utilization for grids from 1 block to ``max_waves`` full waves."""
+    spec = model_gpu(gpu) if not isinstance(gpu, specs.GPUSpec) else gpu
+    if blocks_per_sm is None:
+        blocks_per_sm = models.occupancy(spec.cc, block_size).active_blocks
+    per_wave = blocks_per_sm * spec.sm_count
+    grids = np.unique(np.linspace(1, max_waves * per_wave, 400).astype(int))
+    util = [models.waves(int(g), blocks_per_sm, spec.sm_count).utilization for g in grids]
+    return {"grid_blocks": [int(g) for g in grids], "utilization": util,
+            "blocks_per_wave": per_wave}
+
+
+# --------------------------------------------------------------------------- 2. divergence
+
+DIVERGENCE_VERSIONS = ("divergence_v1_odd_even_lanes", "divergence_v2_per_warp",
+                       "divergence_v3_branch_free")
+_COEF = {0: (0.75, 0.25), 1: (-0.5, 1.0)}
+
+
+def divergence_reference(x: np.ndarray, k: int) -> np.ndarray:
+    """k steps of y <- a*y + b with (a, b) chosen by the parity of the element index (float64)."""
+    y = x.astype(np.float64).copy()
+    a = np.where(np.arange(x.size) % 2 == 0, _COEF[0][0], _COEF[1][0])
+    b = np.where(np.arange(x.size) % 2 == 0, _COEF[0][1], _COEF[1][1])
+    for _ in range(k):
+        y = a * y + b
+    return y
+
+
+def element_of_thread(version: str, g: np.ndarray) -> np.ndarray:
+    """The element index global thread ``g`` handles in each divergence kernel (mirrors the .cu)."""
+    if version == "divergence_v2_per_warp":
+        return 64 * (g // 64) + 2 * (g % 32) + (g // 32) % 2
+    return g
+
+
+def branch_lanes(version: str, n: int, block: int = 256) -> list[list[int]]:
+    """Per warp, the number of active lanes on each branch path (v3 has one path)."""
+    grid = _ceil_div(_ceil_div(n, 64) * 64, block)
+    g = np.arange(grid * block)
+    i = element_of_thread(version, g)
+    active = i < n
+    out = []
+    for w in range(_ceil_div(g.size, WARP)):
+        sl = slice(w * WARP, (w + 1) * WARP)
+        act, idx = active[sl], i[sl]
+        if not act.any():
+            continue
+        if version == "divergence_v3_branch_free":
+            out.append([int(act.sum())])
+        else:
+            odd = (idx % 2 == 1) & act
+            even = (idx % 2 == 0) & act
+            out.append([int(even.sum()), int(odd.sum())])
+    return out
+
+
+def divergence_model(n: int = 1 << 16, block: int = 256) -> dict:
+    """Warp efficiency (models.warp_efficiency) averaged over all warps, and the modelled passes per warp."""
+    out = {}
+    for v in DIVERGENCE_VERSIONS:
+        effs = [models.warp_efficiency(lanes) for lanes in branch_lanes(v, n, block)]
+        out[v] = {"efficiency": float(np.mean([e.efficiency for e in effs])),
+                  "passes": float(np.mean([e.passes for e in effs])),
+                  "example": str(effs[0])}
+    return out
+
+
+def check_divergence(sizes=(1, 63, 1000 + 3), blocks=(64, 256), k: int = 6, seed: int = 7) -> int:
+    """All three divergence kernels against the float64 reference at awkward sizes."""
+    mod = _load("divergence")
+    launches = 0
+    for n in sizes:
+        x = check.random_array(n, np.float32, seed=seed + n, kind="uniform")
+        want = divergence_reference(x, k)
+        for bs in blocks:
+            grid = _ceil_div(_ceil_div(n, 64) * 64, bs)
+            for v in DIVERGENCE_VERSIONS:
+                y = device.empty(n, np.float32)
+                getattr(mod, v)((grid,), (bs,), (device.asarray(x), y, np.int32(n), np.int32(k)))
+                check.assert_close(device.to_host(y), want, rtol=1e-5, atol=1e-5,
+                                   name=f"{v} with n={n}, block {bs}")
+                launches += 1
+    return launches
+
+
+def divergence(n: int | None = None, k: int | None = None, block: int = 256,
+               min_time_s: float = 0.1) -> dict:
+    """Check the three kernels; time them on a GPU; the warp-efficiency model everywhere."""
+    check_divergence()
+    n = int(n or ((1 << 24) if on_gpu() else 1 << 16))
+    k = int(k or 256)
+    out = {"device": device.describe().short_name, "backend": device.backend(), "n": n, "k": k,
+           "block": block, "versions": list(DIVERGENCE_VERSIONS),
+           "model": divergence_model(min(n, 1 << 16), block), "measured": None,
+           "reference": [{"label": lab, **val} for lab, val in _reference_series("divergence")
+                         if isinstance(val, dict) and "median_s" in val]}
+    if on_gpu():
+        mod = _load("divergence")
+        cp = _xp()
+        x = cp.random.default_rng(1).random(n, dtype=np.float32)
+        y = cp.empty(n, dtype=cp.float32)
+        grid = _ceil_div(_ceil_div(n, 64) * 64, block)
+        times = [bench.benchmark(lambda f=getattr(mod, v): f((grid,), (block,),
+                                                            (x, y, np.int32(n), np.int32(k))),
+                                 label=v, flops=2 * n * k, size=n, min_time_s=min_time_s)
+                 for v in DIVERGENCE_VERSIONS]
+        out["measured"] = {"median_s": [t.median_s for t in times],
+                           "p20_s": [t.p20_s for t in times], "p80_s": [t.p80_s for t in times],
+                           "gflops": [t.gflops for t in times], "method": times[0].method}
+    return out
+
+
+# --------------------------------------------------------------------------- 3. streams
+
+def _ops_to_rows(ops) -> list[list]:
+    return [[op.engine, op.op.split()[0], op.start, op.end, op.stream] for op in ops]
+
+
+def stream_model(n_streams: int = 4, chunks: int | None = None, nbytes: int = 256 * 2**20,
+                 compute_ratio: float = 1.0, gpu=None) -> dict:
+    """Serial, chunked-with-a-sync-per-chunk and multi-stream schedules from models.stream_timeline."""
+    spec = model_gpu(gpu)
+    chunks = int(chunks or max(4 * n_streams, 8))
+    h2d = models.transfer_time(nbytes, spec, pinned=True).time
+    d2h = h2d
+    compute = compute_ratio * h2d
+    serial = models.stream_timeline(1, h2d, compute, d2h, chunks=1)
+    synced = models.stream_timeline(1, h2d, compute, d2h, chunks=chunks)
+    multi = models.stream_timeline(n_streams, h2d, compute, d2h, chunks=chunks)
+    return {"kind": "model", "gpu": spec.name, "n_streams": int(n_streams), "chunks": chunks,
+            "bytes": int(nbytes), "h2d_s": h2d, "compute_s": compute, "d2h_s": d2h,
+            "copy_engines": 2, "bound_s": max(h2d, compute, d2h),
+            "serial": {"total_s": serial.total, "ops": _ops_to_rows(serial.ops)},
+            "synced": {"total_s": synced.total, "ops": _ops_to_rows(synced.ops)},
+            "multi": {"total_s": multi.total, "ops": _ops_to_rows(multi.ops)}}
+
+
+def _stream_compute_kernel():
+    return _load("divergence").divergence_v3_branch_free
+
+
+def check_streams_kernel(n: int = 1000 + 1, k: int = 5, seed: int = 11) -> None:
+    """The compute step of the streams experiment (divergence_v3) against NumPy."""
+    x = check.random_array(n, np.float32, seed=seed, kind="uniform")
+    y = device.empty(n, np.float32)
+    _stream_compute_kernel()((_ceil_div(n, 128),), (128,), (device.asarray(x), y, np.int32(n),
+                                                             np.int32(k)))
+    check.assert_close(device.to_host(y), divergence_reference(x, k), rtol=1e-5, atol=1e-5,
+                       name="streams compute kernel")
+
+
+def _measure_streams(n_streams: int, chunks: int, nbytes: int, compute_ratio: float,
+                     repeats: int = 5) -> dict:
+    """Copy in, compute, copy out on a GPU: serial, chunked with a sync per chunk, and over streams."""
+    import cupy as cp
+    import cupyx
+
+    n = nbytes // 4
+    n -= n % chunks
+    host_in = cupyx.empty_pinned(n, dtype=np.float32)
+    host_in[:] = np.random.default_rng(3).random(n, dtype=np.float32)
+    host_out = cupyx.empty_pinned(n, dtype=np.float32)
+    d_in = cp.empty(n, dtype=cp.float32)
+    d_out = cp.empty(n, dtype=cp.float32)
+    kern = _stream_compute_kernel()
+    block = 256
+    streams = [cp.cuda.Stream(non_blocking=True) for _ in range(n_streams)]
+    main = cp.cuda.Stream(non_blocking=True)
+
+    def ev(stream):
+        e = cp.cuda.Event()
+        e.record(stream)
+        return e
+
+    def timed(k, nchunks, nstreams, sync_each):
+        """Run once; return (total seconds, [(engine, op, end event, stream)])."""
+        size = n // nchunks
+        with main:
+            start = ev(main)
+        for s in streams[:nstreams]:
+            s.wait_event(start)
+        marks = []
+        for c in range(nchunks):
+            s = streams[c % nstreams]
+            lo, hi = c * size, (c + 1) * size
+            d_in[lo:hi].set(host_in[lo:hi], stream=s)
+            marks.append(("copy H2D", "H2D", ev(s), c % nstreams))
+            with s:
+                kern((_ceil_div(size, block),), (block,),
+                     (d_in[lo:hi], d_out[lo:hi], np.int32(size), np.int32(k)))
+            marks.append(("compute", "kernel", ev(s), c % nstreams))
+            _get_async(d_out[lo:hi], s, host_out[lo:hi])
+            marks.append(("copy D2H", "D2H", ev(s), c % nstreams))
+            if sync_each:
+                s.synchronize()
+        for s in streams[:nstreams]:
+            main.wait_event(ev(s))
+        end = ev(main)
+        end.synchronize()
+        total = cp.cuda.get_elapsed_time(start, end) * 1e-3
+        rows = [(eng, op, cp.cuda.get_elapsed_time(start, e) * 1e-3, sid)
+                for eng, op, e, sid in marks]
+        return total, rows
+
+    def best_of(*args):
+        runs = [timed(*args) for _ in range(repeats)]
+        return min(runs, key=lambda r: r[0])
+
+    # Each piece alone, on the whole array, to size the compute step and the bound.
+    k_probe = 64
+    t_parts = best_of(k_probe, 1, 1, False)
+    ends = [r[2] for r in t_parts[1]]
+    h2d, comp_probe, d2h = ends[0], ends[1] - ends[0], ends[2] - ends[1]
+    # Make the kernel take compute_ratio x the copy-in time: the case overlap helps most.
+    k = max(1, int(round(k_probe * compute_ratio * h2d / max(comp_probe, 1e-9))))
+    serial_total, serial_rows = best_of(k, 1, 1, False)
+    ends = [r[2] for r in serial_rows]
+    h2d, compute, d2h = ends[0], ends[1] - ends[0], ends[2] - ends[1]
+    synced_total, synced_rows = best_of(k, chunks, 1, True)
+    multi_total, multi_rows = best_of(k, chunks, n_streams, False)
+    # The result must still be right after all the chunking.
+    check.assert_close(host_out[: min(n, 4096)], divergence_reference(host_in[: min(n, 4096)], k),
+                       rtol=1e-5, atol=1e-5, name="streams output")
+    engines = int(cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id).get("asyncEngineCount", 1))
+    bound = max(h2d, compute, d2h) if engines >= 2 else max(h2d + d2h, compute)
+    del d_in, d_out, host_in, host_out
+    return {"kind": "measured", "n_streams": int(n_streams), "chunks": int(chunks),
+            "bytes": int(n * 4), "h2d_s": h2d, "compute_s": compute, "d2h_s": d2h, "k": k,
+            "copy_engines": engines, "bound_s": bound,
+            "serial": {"total_s": serial_total, "ops": _infer_starts(serial_rows)},
+            "synced": {"total_s": synced_total, "ops": _infer_starts(synced_rows)},
+            "multi": {"total_s": multi_total, "ops": _infer_starts(multi_rows)}}
+
+
+def _get_async(src, stream, out) -> None:
+    """Device-to-host copy queued on ``stream`` without making the host wait for it."""
+    try:
+        src.get(stream=stream, out=out, blocking=False)  # CuPy >= 13 blocks by default
+    except TypeError:  # older CuPy: get() with a stream is already asynchronous
+        src.get(stream=stream, out=out)
+
+
+def _infer_starts(rows) -> list[list]:
+    """Bars from end events: an op starts when both its stream and its engine are free (issue order)."""
+    stream_free, engine_free, out = {}, {}, []
+    for eng, op, end, sid in rows:
+        start = min(end, max(stream_free.get(sid, 0.0), engine_free.get(eng, 0.0)))
+        out.append([eng, op, start, end, sid])
+        stream_free[sid] = engine_free[eng] = end
+    return out
+
+
+def streams(n_streams: int = 4, chunks: int | None = None, nbytes: int | None = None,
+            compute_ratio: float = 1.0, gpu=None) -> dict:
+    """Copy→compute→copy serially, chunked with a sync per chunk, and over ``n_streams`` streams.
+
+    Measured with CUDA events on a GPU (pinned host memory); ``models.stream_timeline`` elsewhere.
+    """
+    check_streams_kernel()
+    chunks = int(chunks or max(4 * n_streams, 8))
+    if on_gpu():
+        res = _measure_streams(n_streams, chunks, int(nbytes or 256 * 2**20), compute_ratio)
+        res["gpu"] = device.describe().name
+    else:
+        res = stream_model(n_streams, chunks, int(nbytes or 256 * 2**20), compute_ratio, gpu)
+    res["device"] = device.describe().short_name
+    res["overlap_vs_bound"] = res["multi"]["total_s"] / res["bound_s"]
+    return res
+
+
+# --------------------------------------------------------------------------- 4. histogram
+
+def histogram_data(n: int, skew: float = 1.0, seed: int = 0) -> np.ndarray:
+    """int32 values in [0, 256): a share ``skew`` from the course's skewed generator (half in bin 0, a quarter in bin 1, ...), the rest uniform."""
+    if not 0.0 <= skew <= 1.0:
+        raise ValueError(f"skew must be between 0 (uniform) and 1 (all skewed), got {skew}.")
+    skewed = check.random_array(n, np.int32, seed=seed, kind="skewed")
+    uniform = check.rng(seed + 1).integers(0, NBINS, n).astype(np.int32)
+    pick = check.rng(seed + 2).random(n) < skew
+    return np.where(pick, skewed, uniform).astype(np.int32)
+
+
+def contention(data: np.ndarray) -> dict:
+    """Properties of the data that set atomic contention: the hottest bin's share, and per warp of 32 consecutive elements the most lanes that hit one bin."""
+    data = np.asarray(data)
+    counts = np.bincount(data, minlength=NBINS)
+    m = data.size // WARP * WARP
+    if m:
+        warps = np.sort(data[:m].reshape(-1, WARP), axis=1)
+        # Longest run of equal values in each sorted row = the most lanes on one address.
+        change = np.diff(warps, axis=1) != 0
+        runs = []
+        for row in change:
+            idx = np.flatnonzero(np.concatenate(([True], row, [True])))
+            runs.append(np.diff(idx).max())
+        per_warp = float(np.mean(runs))
+    else:
+        per_warp = float("nan")
+    return {"hottest_bin_share": float(counts.max() / max(1, data.size)),
+            "bins_used": int((counts > 0).sum()), "lanes_on_one_bin_per_warp": per_warp,
+            "counts": counts.tolist()}
+
+
+def check_histogram(sizes=(1, 33, 4099, 100_003), blocks=(64, 100, 256), seed: int = 5) -> int:
+    """Both histogram kernels exact against np.bincount, on uniform and skewed data."""
+    mod = _load("histogram")
+    launches = 0
+    for n in sizes:
+        for skew in (0.0, 1.0):
+            data = histogram_data(n, skew, seed=seed + n)
+            want = np.bincount(data, minlength=NBINS).astype(np.uint32)
+            d = device.asarray(data)
+            for bs in blocks:
+                for v, grid in (("histogram_v1_global_atomics", _ceil_div(n, bs)),
+                                ("histogram_v2_shared_privatized", min(3, _ceil_div(n, bs)))):
+                    bins = device.asarray(np.zeros(NBINS, np.uint32))
+                    getattr(mod, v)((grid,), (bs,), (d, bins, np.int32(n)))
+                    got = device.to_host(bins)
+                    if not np.array_equal(got, want):
+                        bad = np.flatnonzero(got != want)
+                        raise AssertionError(
+                            f"{v} with n={n}, block {bs}, skew {skew}: {bad.size} bins differ, "
+                            f"first bin {bad[0]}: got {got[bad[0]]}, expected {want[bad[0]]}.")
+                    launches += 1
+    return launches
+
+
+def atomic_chains(data: np.ndarray, grid: int, block: int = 256) -> dict:
+    """Longest run of atomic updates to one address, counted from the data and the launch shape.
+
+    v1 sends every element to a global bin, so the hottest bin's count is one chain served by
+    one L2 slice. v2's block ``b`` takes elements ``i`` with ``(i // block) % grid == b``
+    (the grid-stride loop) and counts them in its own shared copy; its global chain is the
+    number of blocks that add to the hottest global bin.
+    """
+    data = np.asarray(data)
+    n = data.size
+    blk = (np.arange(n) // block) % grid
+    per = np.bincount(blk * NBINS + data, minlength=grid * NBINS).reshape(grid, NBINS)
+    return {"grid_v2": int(grid), "block": int(block),
+            "v1_longest_chain": int(per.sum(axis=0).max()), "v1_global_atomics": int(n),
+            "v2_longest_shared_chain": int(per.max()),
+            "v2_longest_global_chain": int((per > 0).sum(axis=0).max()),
+            "v2_global_atomics": int((per > 0).sum())}
+
+
+def privatized_grid(gpu=None, block: int = 256) -> int:
+    """v2's grid: as many blocks as fit on the GPU at once (SMs x resident blocks per SM)."""
+    spec = model_gpu(gpu)
+    return spec.sm_count * models.occupancy(spec.cc, block).active_blocks
+
+
+def _measure_histogram(datasets, n: int, block: int, min_time_s: float) -> dict:
+    import cupy as cp
+
+    mod = _load("histogram")
+    grid2 = privatized_grid(block=block)
+    bins = cp.zeros(NBINS, dtype=cp.uint32)
+    meas = {"v1_s": [], "v2_s": [], "speedup": [], "grid_v2": grid2, "method": "CUDA events"}
+    for data in datasets:
+        d = cp.asarray(data)
+
+        def v1():
+            bins.fill(0)
+            mod.histogram_v1_global_atomics((_ceil_div(n, block),), (block,),
+                                            (d, bins, np.int32(n)))
+
+        def v2():
+            bins.fill(0)
+            mod.histogram_v2_shared_privatized((grid2,), (block,), (d, bins, np.int32(n)))
+
+        want = np.bincount(data, minlength=NBINS)
+        for f in (v1, v2):
+            f()
+            if not np.array_equal(bins.get(), want):
+                raise AssertionError(f"{f.__name__} histogram is wrong at full size on the GPU.")
+        t1 = bench.benchmark(v1, label="v1 global atomics", bytes=4 * n, min_time_s=min_time_s)
+        t2 = bench.benchmark(v2, label="v2 shared privatized", bytes=4 * n,
+                             min_time_s=min_time_s)
+        meas["v1_s"].append(t1.median_s)
+        meas["v2_s"].append(t2.median_s)
+        meas["speedup"].append(t1.median_s / t2.median_s)
+        del d
+    return meas
+
+
+def histogram(n: int | None = None, skews=(0.0, 1.0), block: int = 256, gpu=None,
+              min_time_s: float = 0.1, check_first: bool = True) -> dict:
+    """Check both kernels; time them on uniform and skewed data on a GPU; count contention everywhere."""
+    if check_first:
+        check_histogram()
+    n = int(n or ((1 << 25) if on_gpu() else 1 << 22))
+    spec = model_gpu(gpu)
+    grid2 = privatized_grid(spec, block)
+    chains_n = min(n, 1 << 22)  # counting is exact but costs host time: a prefix is enough
+    out = {"device": device.describe().short_name, "backend": device.backend(), "n": n,
+           "block": block, "skews": [float(s) for s in skews], "gpu": spec.name,
+           "chains_n": chains_n,
+           "contention": [], "chains": [], "measured": None,
+           "reference": [{"label": lab, **val} for lab, val in _reference_series("histogram")
+                         if isinstance(val, dict) and "speedup" in val]}
+    datasets = [histogram_data(n, s, seed=17) for s in skews]
+    for data in datasets:
+        out["contention"].append(contention(data[: 1 << 16]))
+        out["chains"].append(atomic_chains(data[:chains_n], grid2, block))
+    if on_gpu():
+        out["measured"] = _measure_histogram(datasets, n, block, min_time_s)
+    return out
+
+
+def histogram_point(skew: float, n: int | None = None, gpu=None, min_time_s: float = 0.05) -> dict:
+    """One position of the skew slider: an exact emulator check on data of this skew, then as ``histogram``."""
+    mod = _load("histogram")
+    data = histogram_data(2000 + 3, skew, seed=23)
+    want = np.bincount(data, minlength=NBINS)
+    for v, grid in (("histogram_v1_global_atomics", 16), ("histogram_v2_shared_privatized", 2)):
+        bins = device.asarray(np.zeros(NBINS, np.uint32))
+        getattr(mod, v)((grid,), (128,), (device.asarray(data), bins, np.int32(data.size)))
+        if not np.array_equal(device.to_host(bins), want):
+            raise AssertionError(f"{v} is wrong at skew {skew} on n={data.size}.")
+    return histogram(n=n or ((1 << 24) if on_gpu() else 1 << 20), skews=(float(skew),),
+                     gpu=gpu, min_time_s=min_time_s, check_first=False)
+
+
+# --------------------------------------------------------------------------- 5. reduction
+
+REDUCE_FILES = ("reduce", "reduce_vec")
+
+
+def reduce_versions() -> list[str]:
+    """The reduction ladder: reduce.cu's versions in order, then reduce_vec.cu's."""
+    out = []
+    for f in REDUCE_FILES:
+        names = [n for n in _load(f).names if n.startswith(f + "_v")]
+        out += sorted(names, key=lambda s: int(s[len(f) + 2:].split("_")[0]))
+    return out
+
+
+def _reduce_kernel(name: str):
+    f = next(f for f in reversed(REDUCE_FILES) if name.startswith(f + "_v"))
+    return getattr(_load(f), name)
+
+
+REDUCE_BLOCK = 256
+
+
+def _reduce_launch(name: str, n: int, sm_count: int | None = None):
+    """(grid, block, dynamic shared bytes) for one reduce.cu version."""
+    block = REDUCE_BLOCK
+    if name.startswith("reduce_vec"):
+        # Sixteen elements per thread per loop trip, and no more blocks than fit on the GPU.
+        return max(1, min(_ceil_div(n, 16 * block), 8 * (sm_count or 16))), block, 0
+    if name.startswith("reduce_v4"):
+        # Many elements per thread: just enough blocks to fill every SM (8 x 256 threads each).
+        return max(1, min(_ceil_div(n, block), 8 * (sm_count or 16))), block, 0
+    smem = 4 * block if name.startswith("reduce_v2") else 0  # v2's partial sums
+    return _ceil_div(n, block), block, smem
+
+
+def run_reduce(name: str, x, n: int, out=None, sm_count: int | None = None):
+    """Launch one version on ``x`` (device array); returns the device array holding the sum."""
+    if out is None:
+        out = device.asarray(np.zeros(1, np.float32))
+    else:
+        out.fill(0)
+    grid, block, smem = _reduce_launch(name, n, sm_count)
+    _reduce_kernel(name)((grid,), (block,), (x, out, np.int32(n)), shared_mem=smem)
+    return out
+
+
+def check_reduce(sizes=(1, 31, 33, 1000 + 1, 65_537), seed: int = 9) -> int:
+    """Every reduce.cu version against a float64 sum at awkward sizes."""
+    launches = 0
+    for n in sizes:
+        x = check.random_array(n, np.float32, seed=seed + n)
+        want = np.float64(np.sum(x.astype(np.float64)))
+        scale = float(np.sum(np.abs(x.astype(np.float64))))
+        dx = device.asarray(x)
+        for v in reduce_versions():
+            got = float(device.to_host(run_reduce(v, dx, n, sm_count=4))[0])
+            # Float32 sums in another order differ by a few ulps of the sum of magnitudes.
+            if abs(got - want) > 1e-5 * scale + 1e-6:
+                raise AssertionError(f"{v} with n={n}: got {got!r}, expected {want!r} "
+                                     f"(tolerance {1e-5 * scale:.3g}).")
+            launches += 1
+    return launches
+
+
+def reduction(n: int | None = None, min_time_s: float = 0.1) -> dict:
+    """Check every version; on a GPU time them, the library sums and a device copy (the ceiling); on the CPU time the library sums and a copy here."""
+    check_reduce()
+    versions = reduce_versions()
+    out = {"device": device.describe().short_name, "backend": device.backend(),
+           "versions": versions, "measured": None,
+           "reference": [{"label": lab, **val} for lab, val in _reference_series("reduction")
+                         if isinstance(val, dict) and "gbps" in val]}
+    if on_gpu():
+        import cupy as cp
+        import torch
+
+        n = int(n or (1 << 28))
+        # Mean zero, so that float32 partial sums stay small and v1's long chain stays accurate.
+        x = cp.random.default_rng(2).random(n, dtype=cp.float32) - 0.5
+        sms = device.describe().sm_count
+        res = cp.zeros(1, dtype=cp.float32)
+        want = float(cp.sum(x, dtype=cp.float64))
+        scale = float(cp.sum(cp.abs(x), dtype=cp.float64))
+        timings = []
+        for v in versions:
+            got = float(run_reduce(v, x, n, res, sms).get()[0])
+            if abs(got - want) > 1e-5 * scale:
+                raise AssertionError(f"{v} at n={n} on the GPU: got {got}, expected {want}.")
+            # v1 queues n atomics on one address: a few samples are enough, and slow.
+            few = {"min_samples": 3, "warmup_s": 0.0} if v.startswith("reduce_v1") else {}
+            timings.append(bench.benchmark(lambda v=v: run_reduce(v, x, n, res, sms), label=v,
+                                           bytes=4 * n, size=n, min_time_s=min_time_s, **few))
+        tx = torch.as_tensor(x, device="cuda")
+        timings.append(bench.benchmark(lambda: cp.sum(x), label="ref: cupy.sum", bytes=4 * n,
+                                       size=n, min_time_s=min_time_s))
+        timings.append(bench.benchmark(lambda: torch.sum(tx), label="ref: torch.sum",
+                                       bytes=4 * n, size=n, min_time_s=min_time_s))
+        copy = copy_ceiling(x)
+        out["measured"] = [t.to_dict() for t in timings]
+        out["copy"] = copy.to_dict()
+        out["n"] = n
+        del x, tx
+    else:
+        import torch
+
+        n = int(n or (1 << 24))
+        x = check.random_array(n, np.float32, seed=3)
+        tx = torch.from_numpy(x)
+        want = float(np.sum(x, dtype=np.float64))
+        for got in (float(np.sum(x)), float(torch.sum(tx))):
+            check.assert_close(np.float64(got), np.float64(want), rtol=1e-4, atol=0,
+                               name="library sum on the CPU")
+        timings = [bench.benchmark(np.sum, x, label="numpy.sum", bytes=4 * n, size=n,
+                                   min_time_s=min_time_s, backend="cpu"),
+                   bench.benchmark(torch.sum, tx, label="torch.sum", bytes=4 * n, size=n,
+                                   min_time_s=min_time_s, backend="cpu")]
+        out["cpu_measured"] = [t.to_dict() for t in timings]
+        out["copy"] = copy_ceiling(x).to_dict()
+        out["n"] = n
+    return out
+
+
+def copy_ceiling(x, min_time_s: float = 0.1) -> bench.Timing:
+    """A large copy of ``x`` on its device: bytes read plus bytes written per second."""
+    xp = _xp() if not isinstance(x, np.ndarray) else np
+    dst = xp.empty_like(x)
+    if xp is np:
+        fn = lambda: np.copyto(dst, x)  # noqa: E731
+    else:  # cudaMemcpy device to device: the copy engine's best
+        fn = lambda: dst.data.copy_from_device_async(x.data, x.nbytes)  # noqa: E731
+    t = bench.benchmark(fn, label="copy (read + write)", bytes=2 * x.nbytes, size=x.size,
+                        min_time_s=min_time_s, backend="cpu" if xp is np else None)
+    return t
+
+
+def reduce_counts(n: int, gpu=None) -> Table:
+    """Per launch of each rung at ``n`` elements: blocks, global atomics, barriers per block (counted from the launch shape, not timed)."""
+    spec = model_gpu(gpu)
+    rows = []
+    for v in reduce_versions():
+        grid, block, _ = _reduce_launch(v, n, spec.sm_count)
+        atomics = n if v.startswith("reduce_v1") else grid
+        barriers = {"reduce_v1": 0, "reduce_v2": int(math.log2(block)) + 1}.get(v[:9], 1)
+        rows.append((v, f"{grid:,} blocks of {block}, {_ceil_div(n, grid * block)} element(s) "
+                        f"per thread, {atomics:,} global atomics, {barriers} barrier(s) per block"))
+    return Table(rows, caption=f"Launch shape of each rung for n = {n:,} on {spec.name} (counted)")
+
+
+# --------------------------------------------------------------------------- headless + GPU check
+
+def run_all(quick: bool = True, progress=None) -> dict:
+    """Every experiment of the chapter, as JSON-ready results (for the headless runner)."""
+    t = 0.05 if quick else 0.2
+    steps = []
+
+    def step(name, fn):
+        steps.append(name)
+        r = fn()
+        if progress:
+            progress(len(steps) / 5)
+        return r
+
+    out = {"block_size_sweep": step("sweep", lambda: block_size_sweep(min_time_s=t))}
+    out["divergence"] = step("divergence", lambda: divergence(min_time_s=t))
+    out["streams"] = step("streams", lambda: streams())
+    out["histogram"] = step("histogram", lambda: histogram(min_time_s=t))
+    out["reduction"] = step("reduction", lambda: reduction(min_time_s=t))
+    return out
+
+
+def _check(value: float, threshold: float, ok: bool, what: str) -> dict:
+    return {"value": float(value), "threshold": float(threshold), "passed": bool(ok), "what": what}
+
+
+def gpu_check() -> dict:
+    """The figures chapter 4's issue names, measured on this GPU, with each threshold's pass/fail."""
+    device.require_cuda("chapter 4's GPU check")
+    if not device.cupy_works():
+        raise LaunchError("chapter 4's GPU check runs CUDA C kernels through CuPy; "
+                          "install it (pip install -e .[gpu]).")
+    sweep = block_size_sweep(min_time_s=0.05)
+    times = sweep["measured"]["median_s"]
+    best = min(times)
+    rec = sweep["recommended"]
+    if rec in sweep["block_sizes"]:
+        rec_time = times[sweep["block_sizes"].index(rec)]
+    else:
+        rec_time = measure_saxpy(rec, sweep["n"], min_time_s=0.05).median_s
+        best = min(best, rec_time)
+    hist = histogram(skews=(0.0, 1.0), min_time_s=0.05)
+    st = streams(n_streams=4, chunks=32)
+    red = reduction(min_time_s=0.05)
+    best_red = max((t for t in red["measured"] if t["label"].startswith("reduce_v")),
+                   key=lambda t: t["gbps"])
+    copy_gbps = red["copy"]["gbps"]
+    div = divergence(min_time_s=0.05)
+    checks = {
+        "block_size": _check(rec_time / best, 1.10, rec_time <= 1.10 * best,
+                             f"time at the recommended block {rec} / best time of the sweep"),
+        "histogram_skewed_speedup": _check(hist["measured"]["speedup"][-1], 3.0,
+                                           hist["measured"]["speedup"][-1] >= 3.0,
+                                           "privatized vs global atomics on skewed data (x)"),
+        "streams_overlap": _check(st["overlap_vs_bound"], 1.20, st["overlap_vs_bound"] <= 1.20,
+                                  "multi-stream total / max(copy, compute)"),
+        "reduction_vs_copy": _check(best_red["gbps"] / copy_gbps, 0.80,
+                                    best_red["gbps"] >= 0.80 * copy_gbps,
+                                    f"best reduction ({best_red['label']}) GB/s / copy GB/s"),
+    }
+    return {
+        "checks": checks,
+        "passed": all(c["passed"] for c in checks.values()),
+        "block_sweep": {"block_sizes": sweep["block_sizes"], "gbps": sweep["measured"]["gbps"],
+                        "median_s": times, "n": sweep["n"], "recommended": rec,
+                        "regs_per_thread": sweep["regs_per_thread"]},
+        "divergence": {"versions": div["versions"], "median_s": div["measured"]["median_s"],
+                       "n": div["n"], "k": div["k"]},
+        "histogram": {"skews": hist["skews"], "v1_s": hist["measured"]["v1_s"],
+                      "v2_s": hist["measured"]["v2_s"], "speedup": hist["measured"]["speedup"],
+                      "n": hist["n"]},
+        "streams": {k: st[k] for k in ("n_streams", "chunks", "bytes", "h2d_s", "compute_s",
+                                        "d2h_s", "bound_s", "copy_engines", "overlap_vs_bound")}
+        | {"serial_s": st["serial"]["total_s"], "synced_s": st["synced"]["total_s"],
+           "multi_s": st["multi"]["total_s"], "multi_ops": st["multi"]["ops"]},
+        "reduction": {"labels": [t["label"] for t in red["measured"]],
+                      "gbps": [t["gbps"] for t in red["measured"]],
+                      "median_s": [t["median_s"] for t in red["measured"]],
+                      "copy_gbps": copy_gbps, "n": red["n"]},
+    }
+
+
+__all__ = [n for n in dir() if not n.startswith("_")]

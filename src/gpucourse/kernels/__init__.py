@@ -1,0 +1,422 @@
+"""The course's CUDA C kernels, callable from Python on a GPU (CuPy) or on the CPU emulator.
+
+Each ``<op>.cu`` file in this folder holds every version of one operation, named
+``<op>_v<N>_<idea>``. ``load`` compiles a file for the active backend and returns a module
+whose attributes are its ``extern "C" __global__`` functions, called with CuPy's launch
+signature::
+
+    import numpy as np, gpucourse as gc
+    mod = gc.kernels.load("vector_add")
+    a = gc.device.asarray(np.random.default_rng(0).random(n, dtype=np.float32))
+    ...
+    mod.vector_add_v1_naive((n + 255) // 256, 256, (a, b, out, np.int32(n)))
+
+``load(name, defines={"TILE": 16})`` prepends ``#define TILE 16`` (one build per distinct
+set); ``from_source(code)`` does the same for a source string, e.g. a learner's lab cell.
+Before a launch the grid, block, dynamic shared memory and every argument are checked
+against the device's limits and the kernel's signature, on both backends: an ``int``
+parameter wants ``np.int32``, a ``float*`` a float32 array (a Python int would be passed
+as 64 bits and silently misread). A kernel call also takes ``race_check=True`` and
+``isolate=True, timeout=10.0``, which run it on the emulator (see ``gpucourse.emulator``).
+"""
+from __future__ import annotations
+
+import os
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import CompileError, CourseError, DeviceError, LaunchError
+from ..emulator.source import (KernelSignature, Param, c_string, define_lines, defines_key,
+                               find_kernels)
+
+KERNEL_DIR = Path(__file__).resolve().parent
+
+__all__ = ["load", "from_source", "available", "KernelModule", "Kernel", "Limits",
+           "UnknownKernelError", "KernelFileNotFoundError", "EMULATOR_LIMITS", "KERNEL_DIR"]
+
+
+class UnknownKernelError(LaunchError, AttributeError):
+    """A kernel name that the source does not define."""
+
+
+class KernelFileNotFoundError(CourseError, FileNotFoundError):
+    """A kernel file name that the course does not have."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Launch limits of a device (per block, per grid) for one kernel."""
+
+    max_threads: int = 1024
+    max_block: tuple[int, int, int] = (1024, 1024, 64)
+    max_grid: tuple[int, int, int] = (2**31 - 1, 65535, 65535)
+    max_dynamic_shared: int = 48 * 1024
+    where: str = "on the emulator"
+
+
+#: The emulator's limits: those of every CUDA GPU since compute capability 3.0, with the
+#: default 48 KB of dynamic shared memory.
+EMULATOR_LIMITS = Limits()
+
+
+def available() -> list[str]:
+    """Names of the course's kernel files, e.g. ``["copy", "reduce", ...]``."""
+    return sorted(p.stem for p in KERNEL_DIR.glob("*.cu"))
+
+
+# --------------------------------------------------------------------------- checks
+
+def _fmt(dims: tuple) -> str:
+    while len(dims) > 1 and dims[-1] == 1:
+        dims = dims[:-1]
+    return str(dims[0]) if len(dims) == 1 else str(tuple(dims))
+
+
+def _dims(value, what: str) -> tuple[int, int, int]:
+    def whole(v):
+        return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+    if whole(value):
+        dims = (int(value),)
+    elif isinstance(value, (tuple, list)) and 1 <= len(value) <= 3 and all(whole(v) for v in value):
+        dims = tuple(int(v) for v in value)
+    else:
+        raise LaunchError(f"{what} must be an int or a tuple of 1 to 3 ints, not {value!r} "
+                          f"(e.g. {what}=256 or {what}=(16, 16)).")
+    return dims + (1,) * (3 - len(dims))
+
+
+def check_launch(kernel: str, grid, block, shared_mem, limits: Limits = EMULATOR_LIMITS):
+    """(grid, block, shared_mem) as 3-tuples and an int, or LaunchError naming the limit."""
+    g, b = _dims(grid, "grid"), _dims(block, "block")
+    for what, dims in (("grid", g), ("block", b)):
+        for axis, v in zip("xyz", dims):
+            if v < 1:
+                hint = (": round the grid up, (n + block - 1) // block blocks for n elements"
+                        if what == "grid" and v == 0 else "")
+                raise LaunchError(f"{kernel}: {what} {_fmt(dims)} has {axis} = {v}, but every grid "
+                                  f"and block dimension must be at least 1{hint}.")
+    threads = b[0] * b[1] * b[2]
+    if threads > limits.max_threads:
+        raise LaunchError(f"{kernel}: block {_fmt(b)} has {threads} threads, but a block may hold "
+                          f"at most {limits.max_threads} {limits.where}; use fewer threads per "
+                          f"block and more blocks.")
+    for what, dims, lim in (("block", b, limits.max_block), ("grid", g, limits.max_grid)):
+        for axis, v, m in zip("xyz", dims, lim):
+            if v > m:
+                raise LaunchError(f"{kernel}: {what} {axis} is {v}, but may be at most {m} (the "
+                                  f"{what} limits are x <= {lim[0]}, y <= {lim[1]}, z <= {lim[2]} "
+                                  f"{limits.where}).")
+    if not isinstance(shared_mem, (int, np.integer)) or isinstance(shared_mem, bool) or shared_mem < 0:
+        raise LaunchError(f"{kernel}: shared_mem must be a whole number of bytes, at least 0, "
+                          f"not {shared_mem!r}.")
+    if shared_mem > limits.max_dynamic_shared:
+        lim = limits.max_dynamic_shared
+        raise LaunchError(f"{kernel}: shared_mem={int(shared_mem)} bytes of dynamic shared memory is "
+                          f"over the {lim} bytes ({lim / 1024:g} KB) a block may use {limits.where}; "
+                          f"use a smaller tile or fewer threads per block.")
+    return g, b, int(shared_mem)
+
+
+def _is_cupy(a) -> bool:
+    return type(a).__module__.startswith("cupy") and hasattr(a, "dtype")
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1] in "aeiou" else "a"
+
+
+def _what(a) -> str:
+    if isinstance(a, bool):
+        return "a Python bool"
+    if isinstance(a, int):
+        return "a Python int"
+    if isinstance(a, float):
+        return "a Python float"
+    if isinstance(a, np.generic):
+        return f"np.{a.dtype.name}"
+    if isinstance(a, np.ndarray) or _is_cupy(a):
+        return f"{_article(a.dtype.name)} {a.dtype.name} array"
+    return f"a {type(a).__name__}"
+
+
+def check_args(kernel: str, params: tuple[Param, ...], args, backend: str) -> None:
+    """LaunchError, in one sentence, for the first argument that does not fit the signature."""
+    if not isinstance(args, (tuple, list)):
+        raise LaunchError(f"{kernel}: args must be a tuple of the kernel's arguments, e.g. "
+                          f"(a, out, np.int32(n)), not {_what(args)}.")
+    if len(args) != len(params):
+        names = ", ".join(p.name for p in params)
+        raise LaunchError(f"{kernel} takes {len(params)} arguments ({names}), but "
+                          f"{len(args)} {'was' if len(args) == 1 else 'were'} passed.")
+    for p, a in zip(params, args):
+        head = f"argument {p.index + 1} `{p.name}` of {kernel} is `{p.decl}`"
+        if p.problem:
+            raise LaunchError(f"{head}: {p.problem}.")
+        if p.pointer:
+            want = "an array" if p.dtype is None else f"{_article(p.dtype.name)} {p.dtype.name} array"
+            if not (isinstance(a, np.ndarray) or _is_cupy(a)):
+                raise LaunchError(f"{head}: pass {want}, not {_what(a)}.")
+            if backend == "cuda" and isinstance(a, np.ndarray):
+                raise LaunchError(f"{head}: pass {want} on the GPU, not a NumPy array in host "
+                                  f"memory (move it with gc.device.asarray(...)).")
+            if backend == "cpu" and _is_cupy(a):
+                raise LaunchError(f"{head}: this kernel runs on the CPU emulator, so pass a NumPy "
+                                  f"array (gc.device.to_host(...)), not a CuPy array.")
+            if p.dtype is not None and a.dtype != p.dtype:
+                raise LaunchError(f"{head}: pass {want}, not {_article(a.dtype.name)} {a.dtype.name} array (convert with "
+                                  f".astype(np.{p.dtype.name})).")
+            if not a.flags.c_contiguous:
+                raise LaunchError(f"{head}: the array is not C-contiguous (a transposed view, or "
+                                  f"a slice with a step?); pass a contiguous copy "
+                                  f"(np.ascontiguousarray).")
+            continue
+        dt = p.dtype
+        ok = False
+        if isinstance(a, (np.generic,)) and not isinstance(a, np.ndarray):
+            ok = a.dtype == dt
+        elif isinstance(a, bool):
+            ok = dt.kind == "b"
+        elif isinstance(a, int):
+            # CuPy passes a Python int as a 64-bit integer, which fits only 64-bit parameters.
+            ok = dt in (np.dtype(np.int64), np.dtype(np.uint64)) and (dt.kind == "i" or a >= 0)
+        elif isinstance(a, float):
+            ok = dt == np.dtype(np.float64)  # CuPy passes a Python float as a double
+        if not ok:
+            if isinstance(a, int) and not isinstance(a, bool):
+                why = (" (CuPy would pass it as a 64-bit integer)"
+                       if dt.itemsize != 8 else "")
+            elif isinstance(a, float):
+                why = " (it would be passed as a 64-bit double)"
+            else:
+                why = ""
+            raise LaunchError(f"{head}: pass np.{dt.name}({p.name}), not {_what(a)}{why}.")
+
+
+# --------------------------------------------------------------------------- backends
+
+def _active_backend() -> str:
+    from .. import device
+
+    return device.backend()
+
+
+class _Emulated:
+    """The CPU emulator build of a module."""
+
+    def __init__(self, module: "KernelModule"):
+        from ..emulator import build_library
+
+        self.library = build_library(module.source, filename=module.filename,
+                                     defines=module.defines)
+
+    def limits(self, name: str) -> Limits:
+        return EMULATOR_LIMITS
+
+    def launch(self, name, grid, block, args, shared_mem, stream=None) -> None:
+        self.library.launch(name, grid, block, args, shared_mem)
+
+
+_NVRTC_ERROR = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?:catastrophic )?error: (?P<msg>.*)$")
+
+
+def explain_nvrtc_errors(log: str, filename: str, source: str | None = None) -> str:
+    """The first error of an NVRTC log, at the kernel file's own line."""
+    from ..emulator.build import source_line
+
+    lines = log.splitlines()
+    for text in lines:
+        m = _NVRTC_ERROR.match(text.strip())
+        if m:
+            mine = os.path.basename(m.group("file")) == filename
+            code = source_line(source, m.group("line")) if mine else ""
+            where = f"{filename} line {m.group('line')}" if mine else filename
+            return f"{where}: {m.group('msg')}" + (f"\n    {code}" if code else "")
+    useful = [t for t in lines if "error" in t.lower()] or lines[-1:] or ["no log"]
+    return f"{filename}: NVRTC could not compile it: {useful[0].strip()}"
+
+
+class _Cupy:
+    """The GPU build of a module, through cupy.RawModule (NVRTC, for this GPU's architecture)."""
+
+    def __init__(self, module: "KernelModule"):
+        try:
+            import cupy
+        except ImportError as exc:
+            raise DeviceError("The cuda backend needs CuPy (pip install -e .[gpu]); or set "
+                              "GPUCOURSE_DEVICE=cpu to use the emulator.") from exc
+        from cupy.cuda.compiler import CompileException
+
+        self.cupy = cupy
+        code = "\n".join([*define_lines(module.defines),
+                          f'#line 1 "{c_string(module.filename)}"', module.source])
+        self.raw = cupy.RawModule(code=code, options=("-std=c++17",))
+        try:
+            self.functions = {n: self.raw.get_function(n) for n in module.names}
+        except CompileException as exc:
+            err = CompileError(explain_nvrtc_errors(str(exc), module.filename, module.source))
+            err.log = str(exc)
+            raise err from None
+        attrs = cupy.cuda.Device().attributes
+        self.device_limits = Limits(
+            max_threads=attrs["MaxThreadsPerBlock"],
+            max_block=(attrs["MaxBlockDimX"], attrs["MaxBlockDimY"], attrs["MaxBlockDimZ"]),
+            max_grid=(attrs["MaxGridDimX"], attrs["MaxGridDimY"], attrs["MaxGridDimZ"]),
+            max_dynamic_shared=attrs.get("MaxSharedMemoryPerBlockOptin",
+                                         attrs["MaxSharedMemoryPerBlock"]),
+            where="on this GPU")
+
+    def limits(self, name: str) -> Limits:
+        f, lim = self.functions[name], self.device_limits
+        # Registers cap a kernel's block size below the device's; static shared memory
+        # comes off the dynamic allowance.
+        return Limits(max_threads=min(lim.max_threads, f.max_threads_per_block),
+                      max_block=lim.max_block, max_grid=lim.max_grid,
+                      max_dynamic_shared=lim.max_dynamic_shared - f.shared_size_bytes,
+                      where=f"for {name} on this GPU")
+
+    def launch(self, name, grid, block, args, shared_mem, stream=None) -> None:
+        f = self.functions[name]
+        if shared_mem > 48 * 1024 and f.max_dynamic_shared_size_bytes < shared_mem:
+            f.max_dynamic_shared_size_bytes = shared_mem  # opt in beyond the default 48 KB
+        f(grid, block, tuple(args), shared_mem=shared_mem, stream=stream)
+
+
+# --------------------------------------------------------------------------- modules
+
+class Kernel:
+    """One ``__global__`` function: ``k(grid, block, args, shared_mem=0)``."""
+
+    def __init__(self, module: "KernelModule", signature: KernelSignature):
+        self.module = module
+        self.signature = signature
+        self.name = signature.name
+        self.params = signature.params
+
+    @property
+    def backend(self) -> str:
+        return self.module.backend
+
+    def __repr__(self) -> str:
+        where = "the CPU emulator" if self.backend == "cpu" else "the GPU"
+        return f"<kernel {self.signature} from {self.module.filename} on {where}>"
+
+    def _validate(self, grid, block, args, shared_mem):
+        limits = self.module._impl.limits(self.name)
+        checked = check_launch(self.name, grid, block, shared_mem, limits)
+        check_args(self.name, self.params, args, self.backend)
+        return checked
+
+    def _emulator_library(self):
+        return self.module._emulator_library()
+
+    def __call__(self, grid, block, args, shared_mem=0, *, stream=None, race_check=False,
+                 isolate=False, timeout=10.0) -> None:
+        """Launch on the module's backend (``stream``: a CuPy stream; the emulator runs in order).
+
+        ``race_check``/``isolate`` run it on the emulator: in three thread orders, and/or in a
+        child process stopped after ``timeout`` s."""
+        if race_check or isolate:
+            from ..emulator import checks
+
+            if isolate:
+                checks.run_isolated(self, grid, block, args, shared_mem, timeout=timeout,
+                                    race_check=race_check)
+            else:
+                checks.race_check(self, grid, block, args, shared_mem)
+            return
+        grid3, block3, shared = self._validate(grid, block, args, shared_mem)
+        self.module._impl.launch(self.name, grid3, block3, args, shared, stream)
+
+
+class KernelModule:
+    """The kernels of one CUDA C source, built for one backend; kernels are attributes."""
+
+    def __init__(self, source: str, filename: str, defines: dict | None, backend: str):
+        self.source, self.filename, self.backend = source, filename, backend
+        self.defines = dict(defines or {})
+        self.signatures = find_kernels(source, filename)
+        if not self.signatures:
+            raise CompileError(f"{filename} defines no kernel: write "
+                               f"`extern \"C\" __global__ void name(...) {{ ... }}`.")
+        self._kernels = {s.name: Kernel(self, s) for s in self.signatures}
+        self._emulated = None
+        if backend == "cpu":
+            self._impl = _Emulated(self)
+            self._emulated = self._impl
+        elif backend == "cuda":
+            self._impl = _Cupy(self)
+        else:
+            raise DeviceError(f"backend {backend!r} is not one of 'cpu' or 'cuda'.")
+
+    @property
+    def names(self) -> list[str]:
+        """The kernels' names, in source order."""
+        return list(self._kernels)
+
+    def _emulator_library(self):
+        if self._emulated is None:
+            self._emulated = _Emulated(self)
+        return self._emulated.library
+
+    def __getattr__(self, name: str) -> Kernel:
+        kernels = self.__dict__.get("_kernels", {})
+        if name in kernels:
+            return kernels[name]
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise UnknownKernelError(f"{self.filename} has no kernel {name!r}; it has: "
+                                 f"{', '.join(kernels)}.")
+
+    def __getitem__(self, name: str) -> Kernel:
+        return getattr(self, name)
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(self._kernels))
+
+    def __iter__(self):
+        return iter(self._kernels.values())
+
+    def __repr__(self) -> str:
+        where = "CPU emulator" if self.backend == "cpu" else "GPU"
+        return f"<kernels of {self.filename} on the {where}: {', '.join(self._kernels)}>"
+
+
+_lock = threading.Lock()
+_modules: dict[tuple, KernelModule] = {}
+
+
+def _module(source: str, filename: str, defines, backend) -> KernelModule:
+    backend = backend or _active_backend()
+    key = (backend, filename, source, defines_key(defines))
+    with _lock:
+        if key in _modules:
+            return _modules[key]
+    module = KernelModule(source, filename, defines, backend)
+    with _lock:
+        return _modules.setdefault(key, module)
+
+
+def load(name: str, defines: dict | None = None, *, backend: str | None = None) -> KernelModule:
+    """The kernels of ``src/gpucourse/kernels/<name>.cu``, built for the active backend.
+
+    ``defines={"TILE": 16}`` prepends ``#define TILE 16``; ``backend="cpu"`` forces the
+    emulator (``"cuda"`` the GPU).
+    """
+    stem = name[:-3] if name.endswith(".cu") else name
+    path = KERNEL_DIR / f"{stem}.cu"
+    if not re.fullmatch(r"[A-Za-z0-9_]+", stem) or not path.is_file():
+        raise KernelFileNotFoundError(f"there is no kernel file {stem}.cu; the course has: "
+                                      f"{', '.join(available())}.")
+    return _module(path.read_text(), path.name, defines, backend)
+
+
+def from_source(code: str, defines: dict | None = None, *, name: str = "kernel.cu",
+                backend: str | None = None) -> KernelModule:
+    """The kernels of a CUDA C source string; ``name`` is the file name errors show."""
+    filename = name if name.endswith(".cu") else f"{name}.cu"
+    return _module(code, filename, defines, backend)

@@ -1,0 +1,361 @@
+"""Figures of chapter 2 (memory management). ``figures(results)`` draws
+``experiments.ch2.run_all``; the other functions draw one experiment each."""
+from __future__ import annotations
+
+from matplotlib import ticker
+from matplotlib.figure import Figure
+
+from .. import reference as _reference
+from ..bench import Timing, Timings
+from . import CEILING, MEASURED, MODEL, NAIVE, OPTIMIZED, REFERENCE, new_figure, title
+
+H2D, COMPUTE = "#ff7f0e", OPTIMIZED
+
+SECTION = "ch2"
+
+
+def references(key: str) -> list[tuple[str, dict]]:
+    """(label naming GPU, date and command, data) for every reference file with ch2/``key``."""
+    return [(ref.label, value) for ref, value in _reference.find(SECTION, key)
+            if isinstance(value, dict)]
+
+
+def _fmt_bytes(v: float, _pos=None) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if v >= size:
+            return f"{v / size:g} {unit}"
+    return f"{v:g} B"
+
+
+def _fmt_s(seconds: float) -> str:
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds * 1e9:.3g} ns"
+
+
+def _where(result: dict) -> str:
+    """Device line of a title: the machine, and the GPU a model describes when it is not it."""
+    if result.get("kind") == "measured":
+        return result["device"]
+    return f"{result['device']} · GPU figures: model of the {result['gpu']}"
+
+
+# --------------------------------------------------------------------------- 1. transfers
+
+_SERIES_COLOURS = {"pageable": NAIVE, "pinned (CuPy)": "#17becf", "pinned": OPTIMIZED}
+
+
+def _series_colour(name: str) -> str:
+    return next(c for k, c in _SERIES_COLOURS.items() if name.startswith(k))
+
+
+def transfer_figure(sweep_result: dict, reference_rows=None) -> Figure:
+    """Host-to-device GB/s against size: measured lines, dashed models, hollow reference
+    points, and the link's theoretical peak."""
+    if reference_rows is None:
+        reference_rows = references("transfers")
+    fig, ax = new_figure(figsize=(8, 4.2))
+    x = sweep_result["sizes"]
+    for name, ys in sweep_result["series"].items():
+        ax.plot(x, ys, "o-", ms=4, color=_series_colour(name), label=f"{name}, measured")
+    for name, ys in sweep_result["model"].items():
+        ax.plot(x, ys, "--", lw=1.5, color=_series_colour(name),
+                label=f"{name} (model, {sweep_result['gpu']})")
+    markers = "sD^v"
+    for i, (label, data) in enumerate(reference_rows):
+        for name, ys in data.get("series", {}).items():
+            ax.plot(data["sizes"], ys, markers[i % 4], mfc="none", ms=6, color=_series_colour(name),
+                    label=f"{name}, {label}")
+    ax.axhline(sweep_result["link_peak_gbps"], color=CEILING, ls=":", lw=1.2,
+               label=f"link peak: PCIe datasheet rate ({sweep_result['gpu']})")
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(ticker.FuncFormatter(_fmt_bytes))
+    ax.xaxis.set_major_locator(ticker.LogLocator(base=4))
+    ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+    ax.tick_params(axis="x", labelrotation=30)
+    ax.set_xlabel("transfer size (bytes)")
+    ax.set_ylabel("host → device bandwidth (GB/s)")
+    ax.set_ylim(0, sweep_result["link_peak_gbps"] * 1.2)
+    ax.legend(loc="upper left", fontsize=7)
+    if not sweep_result["series"] and not reference_rows:
+        ax.text(0.98, 0.04, "no GPU here and no reference measurement in the course's data:\n"
+                "the lines are the model only", transform=ax.transAxes, ha="right", va="bottom",
+                fontsize=8, color=MODEL)
+    title(ax, "Pageable vs pinned host-to-device copies", _where(sweep_result))
+    return fig
+
+
+def transfer_bars(result: dict) -> Figure:
+    """One transfer size: time of a pageable and a pinned copy, split into fixed latency and
+    streaming (model), with the measured times on a GPU."""
+    fig, ax = new_figure(figsize=(7.5, 3.2))
+    rows = []
+    for kind in ("pageable", "pinned"):
+        m = result["model"][kind]
+        rows.append((f"{kind} (model)", m["latency_s"], m["time_s"] - m["latency_s"], True))
+        if kind in result["measured"]:
+            rows.append((f"{kind} (measured)", None, result["measured"][kind]["time_s"], False))
+    for y, (label, lat, stream, is_model) in enumerate(rows):
+        colour = NAIVE if label.startswith("pageable") else OPTIMIZED
+        if is_model:
+            ax.barh(y, lat * 1e6, color=MODEL, fill=False, hatch="..", edgecolor=MODEL,
+                    label="fixed cost per copy (model)" if y == 0 else None)
+            ax.barh(y, stream * 1e6, left=lat * 1e6, fill=False, edgecolor=colour, ls="--", lw=1.5,
+                    label="streaming at the link rate (model)" if y == 0 else None)
+            total = lat + stream
+        else:
+            ax.barh(y, stream * 1e6, color=colour)
+            total = stream
+        gbps = result["bytes"] / total / 1e9
+        ax.annotate(f"{_fmt_s(total)}  ({gbps:.3g} GB/s)", (total * 1e6, y), xytext=(4, 0),
+                    textcoords="offset points", va="center", fontsize=8)
+    ideal = result["bytes"] / (result["link_peak_gbps"] * 1e9) * 1e6
+    ax.axvline(ideal, color=CEILING, ls=":", lw=1.2, label="bytes / link peak (ceiling)")
+    ax.set_yticks(range(len(rows)), [r[0] for r in rows])
+    ax.invert_yaxis()
+    ax.set_xlabel("time of one copy (µs)")
+    ax.set_xlim(0, max((r[1] or 0) + r[2] for r in rows) * 1e6 * 1.45)
+    fig.legend(loc="outside lower center", ncols=3, fontsize=7)
+    title(ax, f"Copying {_fmt_bytes(result['bytes'])} host → device",
+          result["device"] if result["measured"] else
+          f"{result['device']} · model of the {result['gpu']}")
+    return fig
+
+
+# --------------------------------------------------------------------------- 2. loops
+
+def loop_figure(timelines: dict, measured: list[dict] | None = None, steps_shown: int = 6) -> Figure:
+    """Stream-timeline model of the three loops (first ``steps_shown`` steps), and measured
+    time per epoch when given."""
+    names = list(timelines["versions"])
+    n = len(names) + (1 if measured else 0)
+    fig, axes = new_figure(n, 1, figsize=(8.5, 1.55 * n + 1.2))
+    axes = list(axes) if n > 1 else [axes]
+    step = timelines["step"]
+    horizon = steps_shown * (step["h2d_pageable_s"] + step["compute_s"]) * 1e3
+    lanes = ["copy H2D", "compute"]
+    colours = {"H2D": H2D, "kernel": COMPUTE}
+    for ax, name in zip(axes, names):
+        v = timelines["versions"][name]
+        shown = set()
+        for lane, op, start, end in v["ops"]:
+            if start >= horizon:
+                continue
+            ax.barh(lanes.index(lane), end - start, left=start, height=0.6, color=colours[op],
+                    edgecolor="white", label=None if op in shown else
+                    ("host → device copy" if op == "H2D" else "training step (forward, backward, update)"))
+            shown.add(op)
+        ax.set_yticks(range(2), lanes)
+        ax.set_ylim(1.6, -0.6)
+        ax.set_xlim(0, horizon)
+        ax.set_xlabel("time (ms)")
+        ax.set_title(f"{name}: {v['per_step_ms']:.3g} ms per step (model)", fontsize=9, loc="left")
+        ax.legend(loc="upper right", fontsize=7, ncols=2)
+    if measured:
+        ax = axes[-1]
+        ts = [Timing.from_dict(d) for d in measured]
+        per_step = [t.median_s / (t.size or 1) * 1e3 for t in ts]
+        colours = [NAIVE, MEASURED, OPTIMIZED][:len(ts)]
+        ax.barh(range(len(ts)), per_step, color=colours)
+        ax.set_yticks(range(len(ts)), [t.label for t in ts])
+        ax.invert_yaxis()
+        ax.set_xlabel("measured time per training step (ms)")
+        for y, v in enumerate(per_step):
+            ax.annotate(f"{v:.3g} ms", (v, y), xytext=(4, 0), textcoords="offset points",
+                        va="center", fontsize=8)
+        ax.axvline(step["compute_s"] * 1e3, color=CEILING, ls=":", lw=1.2,
+                   label="compute alone (roofline model)")
+        ax.legend(loc="lower right", fontsize=7)
+        ax.set_title(f"measured on {ts[0].device} ({ts[0].size} steps per epoch)", fontsize=9,
+                     loc="left")
+    fig.suptitle(f"Copy every step vs pinned prefetch vs resident data\n"
+                 f"timelines: model of the {timelines['gpu']}, batches of "
+                 f"{_fmt_bytes(step['batch_bytes'])} (resident: the one upload before is not shown)",
+                 fontsize=10)
+    return fig
+
+
+# --------------------------------------------------------------------------- 3. transpose
+
+COPY_LABELS = ("copy (copy.cu)", "tile copy (tile_copy.cu)")
+REF_LABEL = "ref (library device-to-device copy)"
+
+
+def transpose_figure(result: dict, reference_rows=None) -> Figure:
+    """Bandwidth of the transpose ladder against the faster copy kernel (measured, or
+    reference data on a machine without a GPU) next to the bank conflicts of each version."""
+    if reference_rows is None:
+        reference_rows = references("transpose")
+    fig, (ax, ax2) = new_figure(1, 2, figsize=(10.5, 4.0), width_ratios=(1.7, 1))
+    versions = ["naive", "shared tile", "padded tile"]
+    colours = {"naive": NAIVE, "shared tile": MEASURED, "padded tile": OPTIMIZED}
+    gbps, is_ref, where = {}, False, result["device"]
+    if result.get("timings"):
+        gbps = {d["label"]: Timing.from_dict(d).gbps for d in result["timings"]}
+    else:
+        for label, data in reference_rows[:1]:
+            g = data.get("gbps", {})
+            if all(v in g for v in versions) and any(c in g for c in COPY_LABELS):
+                gbps, is_ref = g, True
+                where = f"{result['device']} · bandwidth: {label}"
+    if gbps:
+        ceiling_label = max((c for c in COPY_LABELS if c in gbps), key=lambda c: gbps[c])
+        ceiling = gbps[ceiling_label]
+        for y, v in enumerate(versions):
+            if is_ref:
+                ax.barh(y, gbps[v], fill=False, edgecolor=REFERENCE, hatch="//",
+                        label="reference data" if y == 0 else None)
+            else:
+                ax.barh(y, gbps[v], color=colours[v])
+            ax.annotate(f"{gbps[v]:.0f} GB/s ({100 * gbps[v] / ceiling:.0f}% of copy)", (gbps[v], y),
+                        xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
+        ax.axvline(ceiling, color=CEILING, ls="--", lw=1.2,
+                   label=f"ceiling: {ceiling_label}, {ceiling:.0f} GB/s")
+        if REF_LABEL in gbps:
+            ax.axvline(gbps[REF_LABEL], color=MODEL, ls=":", lw=1.2,
+                       label=f"{REF_LABEL}, {gbps[REF_LABEL]:.0f} GB/s")
+        ax.set_yticks(range(3), versions)
+        ax.set_xlim(0, max(gbps.values()) * 1.45)
+        ax.legend(loc="lower right", fontsize=7)
+    else:
+        ax.set_yticks([])
+        ax.text(0.5, 0.5, "no GPU here and no reference measurement\nof the transpose in the "
+                "course's data yet", transform=ax.transAxes, ha="center", va="center",
+                color=MODEL)
+    ax.invert_yaxis()
+    ax.set_xlabel("effective bandwidth, bytes read + written (GB/s)")
+    title(ax, f"Transpose ladder (tile {result['tile']})", where)
+    conf = result["conflicts"]
+    ways = [max(conf[v]["worst_ways"], 1) if conf[v]["accesses_per_thread"] else 0 for v in versions]
+    ax2.bar(range(3), ways, color=[colours[v] for v in versions], alpha=0.35, edgecolor="black",
+            ls="--")
+    for i, (v, w) in enumerate(zip(versions, ways)):
+        ax2.annotate("no shared\nmemory" if w == 0 else f"{w}-way", (i, w), xytext=(0, 3),
+                     textcoords="offset points", ha="center", fontsize=8)
+    ax2.axhline(1, color=CEILING, ls=":", lw=1.2, label="conflict-free (1 wavefront)")
+    ax2.set_xticks(range(3), versions)
+    ax2.set_ylabel("worst bank conflict (n-way)")
+    ax2.set_ylim(0, max(ways + [1]) * 1.3)
+    ax2.legend(loc="upper left", fontsize=7)
+    title(ax2, "Shared-memory bank conflicts (model)", "addresses traced on the emulator")
+    return fig
+
+
+def bank_map(config: dict) -> Figure:
+    """Which bank each lane of a warp hits when it reads a column of the tile (model), and
+    the distinct words each bank must serve."""
+    m = config["model"]
+    fig, (ax, ax2) = new_figure(1, 2, figsize=(10, 3.3), width_ratios=(1.4, 1))
+    lanes = list(range(len(m["read_banks"])))
+    ax.scatter(lanes, m["read_banks"], s=18, color=NAIVE if m["read_ways"] > 1 else OPTIMIZED,
+               label=f"column read t[tx][ty]: {m['read_ways']}-way (model)")
+    write_banks = [(a // 4) % 32 for a in m["write_addresses"]]
+    ax.scatter(lanes, write_banks, s=10, marker="x", color=MODEL,
+               label=f"row write t[ty][tx]: {m['write_ways']}-way (model)")
+    ax.set_xlabel("lane of the warp")
+    ax.set_ylabel("shared-memory bank (0–31)")
+    ax.set_ylim(-1, 33)
+    ax.axhline(31.5, color=CEILING, ls=":", lw=1, label="32 banks (ceiling)")
+    ax.legend(loc="upper left", fontsize=7)
+    title(ax, f"float tile[{m['tile']}][{m['pitch']}]: bank of each lane",
+          config["device"] + " · model")
+    counts = [0] * 32
+    seen: dict[int, set] = {}
+    for a in m["read_addresses"]:
+        seen.setdefault((a // 4) % 32, set()).add(a // 4)
+    for b, words in seen.items():
+        counts[b] = len(words)
+    ax2.bar(range(32), counts, color=NAIVE if m["read_ways"] > 1 else OPTIMIZED)
+    ax2.axhline(1, color=CEILING, ls=":", lw=1.2, label="one word per bank (no conflict)")
+    ax2.set_xlabel("bank")
+    ax2.set_ylabel("distinct words requested")
+    ax2.legend(loc="upper right", fontsize=7)
+    extra = ""
+    if config.get("gbps"):
+        extra = f" · measured {config['gbps']:.0f} GB/s vs copy {config['copy_gbps']:.0f} GB/s"
+    title(ax2, f"Column read: {m['read_ways']}-way (model)", f"{config['version']}{extra}")
+    return fig
+
+
+# --------------------------------------------------------------------------- 4. allocation
+
+def allocation_figure(result: dict) -> Figure:
+    """Time per call of y = a*b + c with new results against reused buffers (measured)."""
+    ts = Timings(Timing.from_dict(d) for d in result["timings"])
+    fig, ax = new_figure(figsize=(7.5, 0.5 * len(ts) + 1.8))
+    ys = range(len(ts))
+    colours = [NAIVE if ("new" in t.label or "OFF" in t.label) else OPTIMIZED for t in ts]
+    values = [t.median_s * 1e3 for t in ts]
+    lo = [v - t.p20_s * 1e3 for v, t in zip(values, ts)]
+    hi = [t.p80_s * 1e3 - v for v, t in zip(values, ts)]
+    ax.barh(list(ys), values, color=colours, xerr=[lo, hi], capsize=3)
+    ideal = min(t.bytes / (t.gbps * 1e9) for t in ts) * 1e3
+    ax.axvline(ideal, color=CEILING, ls=":", lw=1.2, label="fastest version (floor)")
+    for y, v in zip(ys, values):
+        ax.annotate(f"{v:.3g} ms", (v, y), xytext=(4, 0), textcoords="offset points", va="center",
+                    fontsize=8)
+    ax.set_yticks(list(ys), [t.label for t in ts])
+    ax.invert_yaxis()
+    ax.set_xlabel("median time per call (ms)")
+    ax.set_xlim(0, max(values) * 1.3)
+    ax.legend(loc="lower right", fontsize=7)
+    title(ax, f"y = a*b + c on {result['n']:,} floats: allocate vs reuse", result["device"])
+    return fig
+
+
+# --------------------------------------------------------------------------- 5. footprint
+
+KINDS = (("weights", "#1f77b4"), ("gradients", "#ff7f0e"), ("master_copy", "#8c564b"),
+         ("optimizer_state", "#9467bd"), ("activations", "#2ca02c"))
+
+
+def _label(f: dict) -> str:
+    if f["dtype"] == "fp32":
+        return "fp32"
+    return f"{f['dtype']} + fp32 master" if f["master_weights"] else f"{f['dtype']} only"
+
+
+def footprint_figure(footprints: list[dict], device: str = "", peaks: list[dict] | None = None) -> Figure:
+    """Stacked bytes by kind for each precision: real tensors (solid) and the model's total
+    (dashed marker); the fp32 total as the line to beat."""
+    fig, ax = new_figure(figsize=(8.5, 0.55 * len(footprints) + 2.4))
+    labelled: set = set()
+    for y, f in enumerate(footprints):
+        left = 0.0
+        for kind, colour in KINDS:
+            v = f["measured"][kind] / 2**20
+            if v:
+                ax.barh(y, v, left=left, color=colour,
+                        label=None if kind in labelled else kind.replace("_", " "))
+                labelled.add(kind)
+            left += v
+        ax.plot([f["model"]["total"] / 2**20] * 2, [y - 0.42, y + 0.42], color=MODEL, ls="--",
+                lw=2, label="model total" if y == 0 else None)
+        ax.annotate(f"{left:.2f} MiB", (left, y), xytext=(6, 0), textcoords="offset points",
+                    va="center", fontsize=8)
+    fp32 = next((f for f in footprints if f["dtype"] == "fp32"), None)
+    if fp32:
+        ax.axvline(fp32["measured"]["total"] / 2**20, color=CEILING, ls=":", lw=1.2,
+                   label="fp32 total (the budget to beat)")
+    ax.set_yticks(range(len(footprints)), [_label(f) for f in footprints])
+    ax.invert_yaxis()
+    ax.set_xlabel("bytes kept for one training step (MiB)")
+    ax.set_xlim(0, max(f["measured"]["total"] for f in footprints) / 2**20 * 1.2)
+    fig.legend(loc="outside lower center", fontsize=7, ncols=4)
+    f0 = footprints[0]
+    title(ax, f"Training memory by precision: MLP {'-'.join(map(str, f0['widths']))}, batch "
+              f"{f0['batch']}, Adam", (device or "") + " · tensors' nbytes (measured) and model")
+    return fig
+
+
+# --------------------------------------------------------------------------- headless
+
+def figures(results: dict) -> dict:
+    """Every figure of ``experiments.ch2.run_all``'s results."""
+    out = {"transfers": transfer_figure(results["transfers"]),
+           "loops": loop_figure(results["loops_model"], results.get("loops_measured")),
+           "transpose": transpose_figure(results["transpose"]),
+           "allocation": allocation_figure(results["allocation"]),
+           "footprint": footprint_figure(results["footprint"], results["allocation"]["device"])}
+    return out

@@ -1,0 +1,305 @@
+"""Figures of chapter 4 (threads and scheduling) from ``experiments.ch4`` results."""
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from ..bench import Timing, Timings
+from . import (CEILING, MEASURED, MODEL, NAIVE, OPTIMIZED, PALETTE, REFERENCE, ladder,
+               new_figure, sweep, timeline, title)
+
+_NO_GPU_DATA = ("No GPU here and no reference data for chapter 4 yet:\n"
+                "run `make gpu-check` on a GPU to record some.")
+
+
+def _note(ax, text: str) -> None:
+    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", fontsize=8.5,
+            color="#444", wrap=True, bbox=dict(boxstyle="round", fc="#f7f7f7", ec="#ccc"))
+
+
+def _short(label: str) -> str:
+    """A reference label short enough for a legend: 'reference: GPU, date'."""
+    return label.split(", `")[0]
+
+
+# --------------------------------------------------------------------------- block size
+
+def block_size_figure(result: dict) -> Figure:
+    """Occupancy model, bandwidth against the ceiling, and the tail effect, for one block size.
+
+    ``result`` is ``block_size_point`` (a chosen block size is marked) or ``block_size_sweep``.
+    """
+    point = result.get("point")
+    sizes = result["block_sizes"]
+    xs = list(range(len(sizes)))
+    fig, (a1, a2, a3) = new_figure(1, 3, figsize=(13, 4.0))
+    device = result["device"]
+
+    # 1. occupancy and lanes used (models)
+    sweep(xs, {}, xlabel="threads per block", ylabel="% of the SM's warp slots / of lanes",
+          title_text=f"Occupancy of saxpy (model, {result['gpu']})",
+          ceilings={"100 %": 100.0},
+          models={"occupancy": [100 * o for o in result["occupancy"]],
+                  "lanes holding a thread": [100 * e for e in result["lane_efficiency"]]},
+          device=device, ax=a1)
+    a1.set_ylim(0, 112)
+    if point:
+        i = sizes.index(point["block_size"]) if point["block_size"] in sizes else None
+        if i is not None:
+            a1.plot([i], [100 * point["occupancy"]], "o", ms=11, mfc="none", mec=NAIVE, mew=2,
+                    label=f"block {point['block_size']}")
+            a1.annotate(f"{100 * point['occupancy']:.0f} %: {point['blocks_per_sm']} blocks/SM,\n"
+                        f"limited by {point['limited_by']}", (i, 100 * point["occupancy"]),
+                        xytext=(0.45, 0.5), textcoords="axes fraction", fontsize=8,
+                        ha="center", arrowprops=dict(arrowstyle="->", color=NAIVE))
+        a1.legend(loc="lower right")
+
+    # 2. bandwidth: measured on a GPU, else reference data, against the datasheet ceiling
+    measured = result.get("measured")
+    series, reference = {}, {}
+    if measured:
+        series["measured (CUDA events)"] = measured["gbps"]
+    for r in result.get("reference", []):
+        pos = [sizes.index(b) for b in r["block_sizes"] if b in sizes]
+        vals = [g for b, g in zip(r["block_sizes"], r["gbps"]) if b in sizes]
+        reference[_short(r["label"])] = (pos, vals)
+    ceilings = {result["ceiling_label"]: result["ceiling_gbps"]}
+    if measured and measured.get("copy_gbps"):
+        ceilings["device-to-device copy (measured)"] = measured["copy_gbps"]
+    sweep(xs, series, xlabel="threads per block", ylabel="effective bandwidth (GB/s)",
+          title_text=f"saxpy, {result['n']:,} elements",
+          ceilings=ceilings,
+          reference=reference, device=device, ax=a2)
+    a2.set_ylim(0, result["ceiling_gbps"] * 1.15)
+    if not series and not reference:
+        _note(a2, _NO_GPU_DATA)
+    if point and point.get("measured") and point["block_size"] in sizes:
+        i = sizes.index(point["block_size"])
+        a2.plot([i], [point["measured"]["gbps"]], "o", ms=11, mfc="none", mec=NAIVE, mew=2,
+                label=f"block {point['block_size']} now")
+        a2.legend(loc="lower right")
+    elif point and point["block_size"] in sizes:
+        a2.axvline(sizes.index(point["block_size"]), color=NAIVE, lw=1, ls=":")
+    for ax in (a1, a2):
+        ax.set_xticks(xs, [str(s) for s in sizes], rotation=60, fontsize=8)
+        for lab, s in zip(ax.get_xticklabels(), sizes):
+            if s % 32:  # not a whole number of warps
+                lab.set_color(NAIVE)
+
+    # 3. the tail effect for the chosen block size (model)
+    if point:
+        tail = point["tail"]
+        per_wave = tail["blocks_per_wave"]
+        waves = np.array(tail["grid_blocks"]) / per_wave
+        a3.plot(waves, [100 * u for u in tail["utilization"]], "--", color=MODEL,
+                label=f"block {point['block_size']}: {per_wave} blocks per wave (model)")
+        a3.axhline(100, color=CEILING, ls=":", lw=1.2, label="every block slot busy")
+        a3.set_xlabel("grid size (full waves of blocks)")
+        a3.set_ylabel("block slots used over the run (%)")
+        a3.set_ylim(0, 110)
+        a3.legend(loc="lower right")
+        title(a3, "Waves and the tail effect (model)", device)
+    else:
+        a3.set_axis_off()
+    return fig
+
+
+# --------------------------------------------------------------------------- divergence
+
+def _short_version(v: str) -> str:
+    return v.replace("divergence_", "").replace("histogram_", "").replace("reduce_", "")
+
+
+def divergence_figure(result: dict) -> Figure:
+    """Warp efficiency (model) and time per version (measured on a GPU, reference, or the model's passes)."""
+    versions = result["versions"]
+    labels = [_short_version(v) for v in versions]
+    fig, (a1, a2) = new_figure(1, 2, figsize=(11, 3.6))
+    eff = [100 * result["model"][v]["efficiency"] for v in versions]
+    ys = range(len(versions))
+    a1.barh(ys, eff, fill=False, edgecolor=MODEL, hatch="//", label="model")
+    for y, e in zip(ys, eff):
+        a1.annotate(f"{e:.0f} %", (e, y), xytext=(4, 0), textcoords="offset points",
+                    va="center", fontsize=8)
+    a1.axvline(100, color=CEILING, ls="--", lw=1.2, label="every lane busy")
+    a1.set_yticks(list(ys), labels)
+    a1.invert_yaxis()
+    a1.set_xlim(0, 125)
+    a1.set_xlabel("lanes doing useful work (%)")
+    a1.legend(loc="upper right")
+    title(a1, "Warp efficiency (model: each branch taken is one pass)", result["device"])
+
+    measured = result.get("measured")
+    refs = result.get("reference", [])
+    if measured:
+        t = [1e3 * s for s in measured["median_s"]]
+        lo = [1e3 * (m - p) for m, p in zip(measured["median_s"], measured["p20_s"])]
+        hi = [1e3 * (p - m) for m, p in zip(measured["median_s"], measured["p80_s"])]
+        a2.barh(ys, t, color=[NAIVE, MEASURED, OPTIMIZED][: len(t)], xerr=[lo, hi], capsize=3)
+        fastest = min(t)
+        for y, v in zip(ys, t):
+            a2.annotate(f"{v:.3g} ms ({v / fastest:.2f}x)", (v, y), xytext=(4, 0),
+                        textcoords="offset points", va="center", fontsize=8)
+        a2.set_xlabel("median time per call (ms)")
+        a2.set_xlim(0, max(t) * 1.45)
+        title(a2, f"Measured: n = {result['n']:,}, k = {result['k']}", result["device"])
+    elif refs:
+        r = refs[0]
+        t = [1e3 * s for s in r["median_s"]]
+        a2.barh(ys, t, fill=False, edgecolor=REFERENCE, hatch="//", label=_short(r["label"]))
+        a2.set_xlabel("median time per call (ms)")
+        a2.legend(loc="lower right")
+        title(a2, "Reference measurement", result["device"])
+    else:
+        passes = [result["model"][v]["passes"] for v in versions]
+        a2.barh(ys, passes, fill=False, edgecolor=MODEL, hatch="//", label="model")
+        a2.set_xlabel("branch passes per warp (relative time, model)")
+        a2.set_xlim(0, 2.6)
+        a2.legend(loc="lower right")
+        title(a2, "Time in the model: one pass per branch taken", result["device"])
+    a2.set_yticks(list(ys), labels)
+    a2.invert_yaxis()
+    return fig
+
+
+# --------------------------------------------------------------------------- streams
+
+def streams_figure(result: dict) -> Figure:
+    """Three timelines on one time axis: serial, chunked with a sync per chunk, over N streams."""
+    is_model = result["kind"] == "model"
+    fig, axes = new_figure(3, 1, figsize=(9, 6.2), sharex=True)
+    cases = [("serial", "1 copy in, 1 kernel, 1 copy out"),
+             ("synced", f"{result['chunks']} chunks, host waits after each"),
+             ("multi", f"{result['chunks']} chunks over {result['n_streams']} streams")]
+    for ax, (key, what) in zip(axes, cases):
+        case = result[key]
+        events = [(eng, op, 1e3 * s, 1e3 * e) for eng, op, s, e, *_ in case["ops"]]
+        timeline(events, title_text="", is_model=is_model, device=result["device"], ax=ax)
+        ax.axvline(1e3 * result["bound_s"], color=CEILING, ls="--", lw=1.2,
+                   label="max(copy, compute)")
+        ax.set_title("")  # one title per panel, on the left, plus the figure's title
+        ax.set_title(f"{what}: {1e3 * case['total_s']:.3g} ms "
+                     f"({case['total_s'] / result['bound_s']:.2f}x the bound)"
+                     + (" (model)" if is_model else ""), fontsize=10, loc="left")
+        ax.get_legend().remove()  # one legend for the figure, below the panels
+        ax.set_xlabel("")
+    axes[-1].set_xlabel("time (ms)")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=4)
+    how = (f"model of {result['gpu']} over PCIe (pinned)" if is_model
+           else "measured with CUDA events (starts inferred from end events)")
+    fig.suptitle(f"Copy → compute → copy of {result['bytes'] / 2**20:.0f} MiB: {how}\n"
+                 f"{result['device']}", fontsize=11)
+    return fig
+
+
+# --------------------------------------------------------------------------- histogram
+
+def histogram_figure(result: dict) -> Figure:
+    """The data's bin counts (where contention comes from) and v1 vs v2 times per skew."""
+    fig, (a1, a2) = new_figure(1, 2, figsize=(11, 3.8))
+    for i, (skew, c) in enumerate(zip(result["skews"], result["contention"])):
+        counts = np.array(c["counts"], dtype=float)
+        counts[counts == 0] = np.nan  # an empty bin has no bar on a log axis
+        a1.step(range(len(counts)), counts, where="mid",
+                color=PALETTE[i % len(PALETTE)],
+                label=f"skew {skew:g}: hottest bin {100 * c['hottest_bin_share']:.2g} %, "
+                      f"{c['lanes_on_one_bin_per_warp']:.1f} lanes/warp on one bin")
+    a1.set_yscale("log")
+    a1.set_xlabel("bin (value)")
+    a1.set_ylabel("elements per bin (first 65 536)")
+    a1.legend(loc="upper right")
+    title(a1, "Where the atomics go (the data, counted)", result["device"])
+
+    measured = result.get("measured")
+    refs = result.get("reference", [])
+    skews = result["skews"]
+    xs = np.arange(len(skews))
+    if measured:
+        a2.bar(xs - 0.2, [1e3 * t for t in measured["v1_s"]], 0.4, color=NAIVE,
+               label="v1 global atomics")
+        a2.bar(xs + 0.2, [1e3 * t for t in measured["v2_s"]], 0.4, color=OPTIMIZED,
+               label="v2 shared privatized")
+        for x, t, s in zip(xs, measured["v2_s"], measured["speedup"]):
+            a2.annotate(f"{s:.1f}x faster", (x + 0.2, 1e3 * t), xytext=(0, 3),
+                        textcoords="offset points", ha="center", fontsize=8)
+        a2.set_ylabel("median time per call (ms)")
+        title(a2, f"Measured: {result['n']:,} elements", result["device"])
+    elif refs:
+        r = refs[0]
+        rx = np.arange(len(r["skews"]))
+        a2.bar(rx - 0.2, [1e3 * t for t in r["v1_s"]], 0.4, fill=False, edgecolor=NAIVE,
+               hatch="//", label=f"v1 global atomics ({_short(r['label'])})")
+        a2.bar(rx + 0.2, [1e3 * t for t in r["v2_s"]], 0.4, fill=False, edgecolor=OPTIMIZED,
+               hatch="//", label="v2 shared privatized (reference)")
+        a2.set_ylabel("median time per call (ms)")
+        xs, skews = rx, r["skews"]
+        title(a2, "Reference measurement", result["device"])
+    else:
+        # No GPU: the longest chain of updates to one address, counted exactly.
+        ch = result["chains"]
+        a2.bar(xs - 0.2, [c["v1_longest_chain"] for c in ch], 0.4, fill=False,
+               edgecolor=NAIVE, hatch="//", label="v1: updates to the hottest global bin")
+        a2.bar(xs + 0.2, [c["v2_longest_shared_chain"] for c in ch], 0.4, fill=False,
+               edgecolor=OPTIMIZED, hatch="\\\\",
+               label=f"v2: to the hottest shared bin of one block ({ch[0]['grid_v2']} blocks)")
+        a2.plot(xs + 0.2, [c["v2_longest_global_chain"] for c in ch], "v", color=OPTIMIZED,
+                label="v2: block totals added to the hottest global bin")
+        a2.set_yscale("log")
+        a2.set_ylim(top=max(c["v1_longest_chain"] for c in ch) * 60)  # room for the legend
+        a2.set_ylabel("longest chain of atomics on one address")
+        title(a2, f"Contention counted for {result['chains_n']:,} elements (not a time)",
+              result["device"])
+    a2.set_xticks(xs, [f"skew {s:g}" for s in skews])
+    a2.set_xlabel("data")
+    a2.legend(loc="upper left")
+    return fig
+
+
+# --------------------------------------------------------------------------- reduction
+
+def _timings(dicts) -> Timings:
+    return Timings(Timing.from_dict(d) for d in dicts)
+
+
+def reduction_figure(result: dict) -> Figure:
+    """The reduction ladder and the library sums against the copy bandwidth (the ceiling)."""
+    copy = result["copy"]["gbps"]
+    if result.get("measured"):
+        return ladder(_timings(result["measured"]), metric="gbps", ceiling=copy,
+                      ceiling_label="device-to-device copy (measured)",
+                      title_text=f"Sum of {result['n']:,} floats: reduction ladder vs library",
+                      device=result["device"])
+    refs = []
+    for r in result.get("reference", []):
+        for lab, g in zip(r["labels"], r["gbps"]):
+            refs.append((lab, g, _short(r["label"])))
+    return ladder(_timings(result["cpu_measured"]), metric="gbps", ceiling=copy,
+                  ceiling_label="copy on this CPU (measured)",
+                  title_text=f"Library sums of {result['n']:,} floats on this CPU",
+                  reference=refs, device=result["device"])
+
+
+# --------------------------------------------------------------------------- runner
+
+def figures(results: dict) -> dict:
+    """Every figure of chapter 4 from ``experiments.ch4.run_all`` results."""
+    from ..experiments import ch4
+
+    sweep_res = results["block_size_sweep"]
+    shown = min(sweep_res["block_sizes"], key=lambda b: abs(b - sweep_res["recommended"]))
+    point = {**sweep_res, "point": _point_from_sweep(sweep_res, shown, ch4)}
+    return {"block_size": block_size_figure(point),
+            "divergence": divergence_figure(results["divergence"]),
+            "streams": streams_figure(results["streams"]),
+            "histogram": histogram_figure(results["histogram"]),
+            "reduction": reduction_figure(results["reduction"])}
+
+
+def _point_from_sweep(res: dict, b: int, ch4) -> dict:
+    i = res["block_sizes"].index(b)
+    return {"block_size": b, "occupancy": res["occupancy"][i], "limited_by": res["limited_by"][i],
+            "blocks_per_sm": res["blocks_per_sm"][i], "active_warps": res["active_warps"][i],
+            "lane_efficiency": res["lane_efficiency"][i],
+            "tail": ch4.tail_effect(ch4.specs.lookup(res["gpu"]) if not ch4.on_gpu()
+                                    else ch4.model_gpu(), b, res["blocks_per_sm"][i])}

@@ -1,0 +1,185 @@
+"""Chapter 1 lab checkers: each accepts the solution and rejects plausible wrong answers."""
+import statistics
+import time
+
+import pytest
+
+from gpucourse import specs
+from gpucourse.check import ch1 as c1
+from gpucourse.check import expect_failure
+
+CHUNKED = "    return t * per_thread + k;  // each thread takes a contiguous chunk, as one would on a CPU"
+
+
+def _scale(body: str) -> str:
+    assert CHUNKED in c1.CHUNKED_ELEMENT
+    return c1.CHUNKED_ELEMENT.replace(CHUNKED, body)
+
+
+# --------------------------------------------------------------------------- 1.1
+
+def test_coalesced_indexing_accepts_grid_stride():
+    c1.check_coalesced_scale(_scale("    return t + (long long)k * T;"))
+
+
+@pytest.mark.parametrize("wrong,match", [
+    (CHUNKED, "not coalesced"),                                            # the given CPU-style chunk
+    ("    return t + (long long)k * blockDim.x;", "must cover"),           # steps overlap, tail missed
+    ("    return threadIdx.x + (long long)k * T;", "must cover"),          # forgot the block index
+    # right elements, transposed order: lane l of every warp jumps T/32 elements
+    ("    return (long long)k * T + (t % 32) * (T / 32) + t / 32;", "not coalesced"),
+])
+def test_coalesced_indexing_rejects(wrong, match):
+    with expect_failure(match):
+        c1.check_coalesced_scale(_scale(wrong))
+
+
+def test_coalesced_indexing_needs_element_function():
+    with expect_failure("define `__device__ long long element"):
+        c1.check_coalesced_scale("__device__ int index() { return 0; }")
+    with expect_failure("does not build"):
+        c1.check_coalesced_scale("__device__ long long element(int k, int n) { return k + ; }")
+    with expect_failure("not done yet"):
+        c1.check_coalesced_scale('raise NotImplementedError("Exercise 1.1")')
+
+
+# --------------------------------------------------------------------------- 1.2
+
+def vector_add_ai(e):
+    return 1 / (3 * e)
+
+
+def sum_ai(e):
+    return 1 / e
+
+
+def matmul_ai(m, n, k, e):
+    return 2 * m * n * k / (e * (m * k + k * n + m * n))
+
+
+def test_intensity_accepts_solution():
+    c1.check_intensity(vector_add_ai, sum_ai, matmul_ai)
+
+
+@pytest.mark.parametrize("fns,match", [
+    ((lambda e: 1 / (2 * e), sum_ai, matmul_ai), "vector_add_ai"),          # forgot the output
+    ((lambda e: 1 / 12, sum_ai, matmul_ai), "vector_add_ai"),               # always fp32
+    ((vector_add_ai, sum_ai, lambda m, n, k, e: m * n * k / (e * (m * k + k * n + m * n))), "matmul_ai"),
+    ((vector_add_ai, sum_ai, lambda m, n, k, e: 2 * m * n * k / (e * (m * k + k * n))), "matmul_ai"),
+    ((vector_add_ai, lambda e: 1 / (2 * e), matmul_ai), "sum_ai"),
+])
+def test_intensity_rejects(fns, match):
+    with expect_failure(match):
+        c1.check_intensity(*fns)
+
+
+# --------------------------------------------------------------------------- 1.3
+
+def _roofline(combine=max, precision_fixed=None, bw_scale=1.0):
+    def f(flops, nbytes, gpu, precision):
+        g = specs.lookup(gpu)
+        tc = flops / g.peak_flops(precision_fixed or precision)
+        tm = nbytes / (g.bandwidth_Bps * bw_scale)
+        return combine(tc, tm), ("compute" if tc >= tm else "memory")
+    return f
+
+
+def test_bound_accepts_solution():
+    c1.check_bound(_roofline())
+
+
+@pytest.mark.parametrize("fn", [
+    _roofline(combine=lambda a, b: a + b),       # no overlap of compute and memory
+    _roofline(combine=min),                      # the faster one
+    _roofline(precision_fixed="fp32"),           # fp32 peak for every precision
+    _roofline(bw_scale=1 / 1e9),                 # GB/s used as bytes/s
+])
+def test_bound_rejects(fn):
+    with expect_failure("Exercise 1.3"):
+        c1.check_bound(fn)
+
+
+def test_bound_rejects_wrong_classification():
+    def f(flops, nbytes, gpu, precision):
+        t, _ = _roofline()(flops, nbytes, gpu, precision)
+        return t, "compute" if flops / nbytes > 10 else "memory"  # one ridge for every GPU
+    with expect_failure("ridge point"):
+        c1.check_bound(f)
+
+
+# --------------------------------------------------------------------------- 1.4
+
+def _bandwidth(warmup=10, sync=True, scale=1e9, stat=statistics.median, repeats=9):
+    def f(launch, synchronize, nbytes):
+        for _ in range(warmup):
+            launch()
+        if sync:
+            synchronize()
+        ts = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            launch()
+            if sync:
+                synchronize()
+            ts.append(time.perf_counter() - t0)
+        if not sync:
+            synchronize()
+        return nbytes / stat(ts) / scale
+    return f
+
+
+def test_bandwidth_timer_accepts_solution():
+    gbps = c1.check_bandwidth_timer(_bandwidth())
+    assert 5 < gbps < 40
+
+
+@pytest.mark.parametrize("fn,match", [
+    (_bandwidth(sync=False), "synchronize"),
+    (_bandwidth(warmup=0), "warm up"),
+    (_bandwidth(warmup=0, stat=statistics.mean, repeats=20), "warm up"),
+    (_bandwidth(scale=1), "GB/s"),
+])
+def test_bandwidth_timer_rejects(fn, match):
+    with expect_failure(match):
+        c1.check_bandwidth_timer(fn)
+
+
+# --------------------------------------------------------------------------- 1.5
+
+def transfer_seconds(nbytes, gpu, pinned=True):
+    return 10e-6 + nbytes / specs.lookup(gpu).link_bandwidth_Bps(pinned)
+
+
+def _worth(transfer=transfer_seconds, d2h=True, shared=True):
+    def f(batch, result, cpu_s, gpu_s, gpu, pinned=True, reuses=1):
+        copies = transfer(batch, gpu, pinned) + (transfer(result, gpu, pinned) if d2h else 0)
+        if not shared:
+            return reuses * (copies + gpu_s) < reuses * cpu_s
+        return copies + reuses * gpu_s < reuses * cpu_s
+    return f
+
+
+def test_transfer_accepts_solution():
+    c1.check_transfer(transfer_seconds, _worth())
+
+
+@pytest.mark.parametrize("transfer", [
+    lambda nbytes, gpu, pinned=True: nbytes / specs.lookup(gpu).link_bandwidth_Bps(pinned),  # no latency
+    lambda nbytes, gpu, pinned=True: 10e-6 + nbytes / specs.lookup(gpu).pcie_bandwidth_Bps,  # theoretical
+    lambda nbytes, gpu, pinned=True: 10e-6 + nbytes / specs.lookup(gpu).link_bandwidth_Bps(True),
+    lambda nbytes, gpu, pinned=True: 10e-6 + nbytes / 2**30 / (specs.lookup(gpu).link_bandwidth_Bps(pinned) / 1e9),
+])
+def test_transfer_time_rejects(transfer):
+    with expect_failure("transfer_seconds"):
+        c1.check_transfer(transfer, _worth(transfer))
+
+
+@pytest.mark.parametrize("worth", [
+    _worth(d2h=False),
+    _worth(shared=False),
+    _worth(transfer=lambda nbytes, gpu, pinned=True: nbytes / specs.lookup(gpu).link_bandwidth_Bps(pinned)),
+    _worth(transfer=lambda nbytes, gpu, pinned=True: transfer_seconds(nbytes, gpu, True)),
+])
+def test_move_decision_rejects(worth):
+    with expect_failure("worth_moving"):
+        c1.check_transfer(transfer_seconds, worth)

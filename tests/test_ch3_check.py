@@ -1,0 +1,170 @@
+"""Lab 3 checkers: each accepts the solution and rejects the plausible wrong answers."""
+import math
+
+import numpy as np
+import pytest
+
+from gpucourse import models
+from gpucourse.check import ch3 as c3
+from gpucourse.check import expect_failure
+
+
+# --------------------------------------------------------------------------- 3.1
+
+def ring(nbytes, workers, bandwidth, latency):
+    return 2 * (workers - 1) / workers * nbytes / bandwidth + 2 * (workers - 1) * latency
+
+
+def scenario_answer(fn=ring):
+    s = c3.SCENARIO_3_1
+    return fn(s["params"] * s["bytes_per_grad"], s["workers"], s["bandwidth"], s["latency"])
+
+
+def test_allreduce_accepts_the_formula(capsys):
+    c3.check_allreduce_time(ring, scenario_answer())
+    assert capsys.readouterr().out.strip() == "Exercise 3.1 passed: ring all-reduce time."
+
+
+def test_allreduce_accepts_the_model_call():
+    c3.check_allreduce_time(lambda n, p, bw, lat: models.ring_allreduce_time(n, p, bw, lat).time)
+
+
+@pytest.mark.parametrize("wrong, match", [
+    (lambda n, p, bw, lat: n / bw + 2 * (p - 1) * lat, "2(p-1)/p"),
+    (lambda n, p, bw, lat: (p - 1) / p * n / bw + (p - 1) * lat, "reduce-scatter half"),
+    (lambda n, p, bw, lat: 2 * (p - 1) / p * n / bw, "latency term"),
+    (lambda n, p, bw, lat: 2 * (p - 1) / p * n / bw + (p - 1) * lat, "2(p-1) x latency"),
+    (lambda n, p, bw, lat: 2 * (p - 1) / p * 8 * n / bw + 2 * (p - 1) * lat, "bytes, not bits"),
+    (lambda n, p, bw, lat: 2 * n / bw + 2 * (p - 1) * lat, "not 2 x bytes"),
+    (lambda n, p, bw, lat: models.ring_allreduce_time(n, p, bw, lat), "a number of seconds"),
+])
+def test_allreduce_rejects_wrong_formulas(wrong, match):
+    with expect_failure(match):
+        c3.check_allreduce_time(wrong)
+
+
+def test_allreduce_rejects_wrong_scenario_bytes():
+    s = c3.SCENARIO_3_1
+    fp32 = models.ring_allreduce_time(s["params"] * 4, s["workers"], s["bandwidth"],
+                                      s["latency"]).time
+    with expect_failure("2 bytes each"):
+        c3.check_allreduce_time(ring, fp32)
+    with expect_failure("not yet right"):
+        c3.check_allreduce_time(ring, scenario_answer() * 1.01)
+
+
+def test_unfinished_exercise_says_so():
+    def todo(*args):
+        raise NotImplementedError("Exercise 3.1")
+    with expect_failure("not done yet"):
+        c3.check_allreduce_time(todo)
+
+
+# --------------------------------------------------------------------------- 3.2 (synthetic)
+
+def _result(transform, p=2, seed=0):
+    """Gradients that a function `transform(local_grads_per_rank)` would leave on each rank."""
+    g = np.random.default_rng(seed)
+    shapes = [(5, 4), (5,), (3, 5), (3,)]
+    local = [[g.normal(size=s) * np.exp(g.uniform(-2, 2, s)) for s in shapes] for _ in range(p)]
+    ref = [sum(local[r][i] for r in range(p)) / p for i in range(len(shapes))]
+    return {"world_size": p, "names": ["0.weight", "0.bias", "1.weight", "1.bias"],
+            "local": local, "manual": transform(local, p), "reference": ref}
+
+
+def _avg(local, p):
+    return [[sum(local[r][i] for r in range(p)) / p for i in range(len(local[0]))] for _ in range(p)]
+
+
+def test_average_gradients_accepts_the_average(capsys):
+    c3.check_average_gradients(_result(_avg))
+    assert "Exercise 3.2 passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("transform, match", [
+    (lambda local, p: [[x * p for x in rank] for rank in _avg(local, p)], "divide by the world"),
+    (lambda local, p: local, "own gradient"),
+    (lambda local, p: [[x / p for x in rank] for rank in local], "only divided"),
+    (lambda local, p: [[x / p for x in rank] for rank in _avg(local, p)], "divide once"),
+    (lambda local, p: [rank[:2] + local[r][2:] for r, rank in enumerate(_avg(local, p))],
+     "1.weight"),
+])
+def test_average_gradients_rejects_wrong_answers(transform, match):
+    with expect_failure(match):
+        c3.check_average_gradients(_result(transform))
+
+
+def test_average_gradients_needs_two_workers():
+    with expect_failure("at least 2 workers"):
+        c3.check_average_gradients(_result(lambda local, p: local, p=1))
+
+
+# --------------------------------------------------------------------------- 3.3
+
+def smallest(p, target):
+    return math.floor((p - 1) * (1 - target) / target + 1e-9) + 1 if p > 1 else 1
+
+
+def test_microbatches_accepts_closed_form_and_search(capsys):
+    c3.check_microbatches(smallest)
+    c3.check_microbatches(c3.smallest_microbatches_reference)
+    assert capsys.readouterr().out.count("Exercise 3.3 passed") == 2
+
+
+@pytest.mark.parametrize("wrong, match", [
+    # "<=" instead of "<": stops at the boundary where the bubble equals the target
+    (lambda p, t: next(m for m in range(1, 10**4)
+                       if models.pipeline_bubble(p, m).bubble_fraction <= t), "strictly below"),
+    # the bubble taken as (p-1)/m
+    (lambda p, t: next(m for m in range(1, 10**4) if (p - 1) / m < t), "not (p-1)/m"),
+    (lambda p, t: float(smallest(p, t)), "an int"),
+    (lambda p, t: smallest(p, t) - 2 if smallest(p, t) > 2 else 1, "still"),
+])
+def test_microbatches_rejects_wrong_answers(wrong, match):
+    with expect_failure(match):
+        c3.check_microbatches(wrong)
+
+
+# --------------------------------------------------------------------------- 3.4
+
+def choose(params, activations, device_bytes, devices):
+    need = models.training_memory(int(params), int(activations), dtype="bf16").total
+    if need <= device_bytes:
+        return ("data", 1)
+    k = math.ceil(need / device_bytes)
+    return ("pipeline", k) if k <= devices else ("does not fit", k)
+
+
+def test_strategy_accepts_the_model(capsys):
+    c3.check_strategy(choose)
+    assert "Exercise 3.4 passed" in capsys.readouterr().out
+
+
+def _weights_only(params, activations, device_bytes, devices):
+    need = params * 2 + activations * 2
+    return ("data", 1) if need <= device_bytes else ("pipeline", math.ceil(need / device_bytes))
+
+
+def _floor_stages(params, activations, device_bytes, devices):
+    name, k = choose(params, activations, device_bytes, devices)
+    if name == "pipeline":
+        need = models.training_memory(int(params), int(activations), dtype="bf16").total
+        k = max(1, math.floor(need / device_bytes))
+    return name, k
+
+
+def _always_pipeline(params, activations, device_bytes, devices):
+    return ("pipeline", devices)
+
+
+@pytest.mark.parametrize("wrong, match", [
+    (_weights_only, "16 bytes per parameter"),
+    (_floor_stages, "round the number of stages up"),
+    (_always_pipeline, "expected 'data'"),
+    (lambda *a: "data", "pair"),
+    (lambda p, a, m, n: choose(p, a, m, n) if choose(p, a, m, n)[0] != "does not fit"
+     else ("pipeline", n), "does not fit"),
+])
+def test_strategy_rejects_wrong_answers(wrong, match):
+    with expect_failure(match):
+        c3.check_strategy(wrong)

@@ -1,0 +1,177 @@
+"""Chapter 3 on the CPU: real gloo worker processes run every experiment at small sizes.
+
+One group of two workers serves all the experiments (starting one costs seconds); the
+failure tests start their own, since a failure stops the group on purpose.
+"""
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from gpucourse.check import ch3 as c3
+from gpucourse.check import expect_failure
+from gpucourse.errors import CourseError
+from gpucourse.experiments import ch3
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with ch3.Workers(2, backend="gloo") as p:
+        yield p
+
+
+def test_group_starts_like_torchrun_and_is_reused(pool):
+    assert pool.backend == "gloo" and pool.n == 2
+    first = ch3.hello(pool)
+    again = ch3.hello(pool)
+    assert [h["rank"] for h in first] == [0, 1]
+    assert all(h["sum_of_ranks"] == 1.0 for h in first)
+    assert [h["pid"] for h in first] == [h["pid"] for h in again] == pool.pids
+    assert "2 worker processes in one gloo process group" in pool.describe()
+
+
+def test_ddp_gradients_equal_single_process_full_batch(pool):
+    line = str(ch3.ddp_check(pool))
+    assert line.startswith("DDP gradients on 2 workers match")
+
+
+def test_gradient_comparison_rejects_a_shard_gradient():
+    g = np.random.default_rng(0)
+    ref = [g.normal(size=(4, 3)), g.normal(size=3)]
+    half = [r * 0.5 + g.normal(size=r.shape) * 0.1 for r in ref]
+    with pytest.raises(AssertionError, match="differ"):
+        ch3._compare_grads(half, ref, ["w", "b"], "DDP gradient")
+
+
+def test_scaling_and_allreduce_sweep(pool):
+    s = ch3.ddp_scaling(pool, per_worker=16, samples=2)
+    assert s.workers == 2 and s.single.count == 2 and s.multi.count == 2
+    assert 0 < s.efficiency < 5
+    sw = ch3.allreduce_sweep(pool, sizes=[1024, 65536, 1 << 20], samples=2)
+    assert len(sw.allreduce) == 3 and len(sw.pingpong) == 3
+    assert sw.latency_s >= 0 and sw.bandwidth_Bps > 0
+    mod = sw.model()
+    assert mod[0].time < mod[-1].time  # the model grows with the message
+    # the ring model's bandwidth term for p=2 is bytes / bandwidth
+    assert mod[-1].bandwidth_time == pytest.approx((1 << 20) / sw.bandwidth_Bps)
+
+
+def test_fit_latency_bandwidth_recovers_a_line():
+    sizes = [1e3, 1e4, 1e5, 1e6, 1e7]
+    lat, bw = ch3.fit_latency_bandwidth(sizes, [2e-5 + n / 3e9 for n in sizes])
+    assert lat == pytest.approx(2e-5, rel=1e-6) and bw == pytest.approx(3e9, rel=1e-6)
+
+
+def test_bucket_indices_follow_backward_order():
+    assert ch3.bucket_indices([4, 4, 4, 4], 0) == [[3], [2], [1], [0]]
+    assert ch3.bucket_indices([4, 4, 4, 4], 8) == [[3, 2], [1, 0]]
+    assert ch3.bucket_indices([4, 100, 4], 8) == [[2], [1], [0]]
+    assert ch3.bucket_indices([1, 2, 3], 1e9) == [[2, 1, 0]]
+
+
+def test_bucketing_checks_then_times(pool):
+    b = ch3.bucketing(pool, d_model=16, layers=2, caps=(0, 4096, 2**20), samples=2)
+    assert b.buckets[0] == b.tensors == 24 and b.buckets[-1] == 1
+    assert [t.label for t in b.timings][0] == "one all-reduce per tensor"
+    assert len(b.model(1e-5, 1e9)) == 3
+
+
+def test_ddp_timeline_shows_buckets(pool):
+    tl = ch3.ddp_timeline(pool, bucket_cap_mb=1.0, per_worker=8, samples=1)
+    names = {n for n, _, _ in tl.events[0]}
+    assert {"forward", "backward"} <= names
+    assert tl.buckets >= 2 and sum(tl.bucket_bytes) == tl.grad_bytes
+    assert 0.0 <= tl.overlap_fraction <= 1.0
+    one = ch3.ddp_timeline(pool, bucket_cap_mb=100.0, per_worker=8, samples=1)
+    assert one.buckets < tl.buckets
+
+
+def test_pipeline_checks_gradients_and_measures_the_bubble(pool):
+    p = ch3.pipeline(pool, microbatches=(1, 3), rows=31, samples=1)
+    assert p.stages == 2 and [r.microbatches for r in p.runs] == [1, 3]
+    assert sum(p.stage_param_bytes) == p.whole_param_bytes
+    assert all(0 <= r.bubble < 1 for r in p.runs)
+    one = p.run_for(1)
+    # with one micro-batch each stage runs 1 forward and 1 backward
+    assert [len(ev) for ev in one.events] == [2, 2]
+    assert p.model(3).bubble_fraction == pytest.approx(1 / 4)
+    assert "2 stage(s), 1 and 3 micro-batch(es)" in p.check_line()
+
+
+def test_pipeline_rejects_bad_sizes(pool):
+    with pytest.raises(CourseError, match="micro-batch"):
+        ch3.pipeline(pool, microbatches=(0,))
+
+
+def test_lab_average_gradients_runs_learner_code_in_workers(pool):
+    def average_gradients(model, world_size):
+        for p in model.parameters():
+            dist.all_reduce(p.grad)  # noqa: F821  (the workers provide dist)
+            p.grad /= world_size
+
+    def sum_only(model, world_size):
+        for p in model.parameters():
+            dist.all_reduce(p.grad)  # noqa: F821
+
+    def divide_only(model, world_size):
+        for p in model.parameters():
+            p.grad /= world_size
+
+    c3.check_average_gradients(ch3.try_average_gradients(average_gradients, pool))
+    with expect_failure("divide by the world size"):
+        c3.check_average_gradients(ch3.try_average_gradients(sum_only, pool))
+    with expect_failure("all_reduce it first"):
+        c3.check_average_gradients(ch3.try_average_gradients(divide_only, pool))
+
+
+def test_a_task_error_names_the_rank_and_stops_the_group(pool):
+    """The last test of the shared group: a failure stops it on purpose."""
+    t0 = time.monotonic()
+    with pytest.raises(ch3.WorkerError, match="rank 1 failed .* ValueError: planted") as info:
+        pool.run(ch3._task_raise_on, 1)
+    assert "Traceback" in info.value.worker_traceback
+    assert time.monotonic() - t0 < 10
+    assert pool.closed and not any(proc.is_alive() for proc in pool._procs)
+    with pytest.raises(CourseError, match="stopped"):
+        pool.run(ch3._task_hello)
+
+
+def test_a_killed_worker_gives_a_clear_error_not_a_hang():
+    with ch3.Workers(2, backend="gloo") as p:
+        victim = p.pids[1]
+        threading.Timer(1.0, os.kill, (victim, signal.SIGKILL)).start()
+        t0 = time.monotonic()
+        with pytest.raises(ch3.WorkerDiedError, match=r"rank 1 \(killed by SIGKILL\)") as info:
+            p.run(ch3._task_sleep_collectives, 60.0, timeout_s=30)
+        assert info.value.ranks == (1,)
+        assert time.monotonic() - t0 < 15  # far below the task's 60 s
+        assert not any(proc.is_alive() for proc in p._procs)
+
+
+def test_a_peer_that_never_joins_times_out_inside_the_worker():
+    with ch3.Workers(2, backend="gloo", collective_timeout_s=2.0) as p:
+        t0 = time.monotonic()
+        with pytest.raises(ch3.WorkerError, match="rank 0 failed") as info:
+            p.run(ch3._task_skip_collective, 1, timeout_s=60)
+        assert time.monotonic() - t0 < 20
+        assert "imed out" in str(info.value) or "imeout" in str(info.value)
+
+
+def test_notebook_functions_travel_as_source_and_lambdas_are_refused():
+    def f(model, world_size):
+        return world_size
+    kind, name, src = ch3.function_payload(f)
+    assert kind == "source" and name == "f" and src.startswith("def f(")
+    assert ch3.function_payload(ch3._task_hello)[0] == "ref"
+    with pytest.raises(CourseError, match="lambda"):
+        ch3.function_payload(lambda m, w: None)
+
+
+def test_bad_worker_counts_are_refused():
+    with pytest.raises(CourseError, match="whole number"):
+        ch3.Workers(0)
+    with pytest.raises(CourseError, match="one GPU per worker"):
+        ch3.Workers(2, backend="nccl")

@@ -1,0 +1,206 @@
+"""Chapter 4's lab checkers accept the solutions and reject plausible wrong answers."""
+import math
+
+import pytest
+
+import gpucourse as gc
+from gpucourse.check import ch4 as c4
+from gpucourse.check import expect_failure
+
+# --------------------------------------------------------------------------- 4.1
+
+
+def choose_launch(n, regs_per_thread, smem_per_block, gpu):
+    cc = gc.specs.lookup(gpu).cc
+    best_block, best_occ = None, -1.0
+    for block in range(32, 1025, 32):
+        try:
+            occ = gc.models.occupancy(cc, block, regs_per_thread, smem_per_block).occupancy
+        except gc.errors.SpecError:
+            continue
+        if occ > best_occ:
+            best_block, best_occ = block, occ
+    return math.ceil(n / best_block), best_block
+
+
+def test_launch_config_accepts_the_solution(capsys):
+    c4.check_launch_config(choose_launch)
+    assert capsys.readouterr().out.strip() == (
+        "Exercise 4.1 passed: a launch configuration from registers and shared memory.")
+
+
+@pytest.mark.parametrize("wrong, match", [
+    (lambda n, r, s, g: (math.ceil(n / 256), 256), "occupancy"),
+    (lambda n, r, s, g: (math.ceil(n / 100), 100), "multiple of 32"),
+    (lambda n, r, s, g: (n // choose_launch(n, r, s, g)[1], choose_launch(n, r, s, g)[1]),
+     "do not cover"),
+    (lambda n, r, s, g: choose_launch(n, r, 0, g), "shared"),       # ignores shared memory
+    (lambda n, r, s, g: choose_launch(n, 32, s, g), "occupancy"),  # ignores registers
+    (lambda n, r, s, g: (math.ceil(n / 1024), 1024), "cannot launch"),
+    (lambda n, r, s, g: (math.ceil(n / 128) + 1, 128), "nothing to do"),
+])
+def test_launch_config_rejects(wrong, match):
+    with expect_failure(match):
+        c4.check_launch_config(wrong)
+
+
+# --------------------------------------------------------------------------- 4.2
+
+NO_DIVERGENCE = r"""
+extern "C" __global__ void no_divergence(const float* x, float* y, int n, int k) {
+    int g = blockIdx.x * blockDim.x + threadIdx.x;
+    int parity = (g / 32) % 2;
+    int i = 64 * (g / 64) + 2 * (g % 32) + parity;
+    if (i >= n) return;
+    if (parity == 0) y[i] = branch_a(x[i], k);
+    else             y[i] = branch_b(x[i], k);
+}
+"""
+
+
+def test_no_divergence_accepts_the_solution(capsys):
+    c4.check_no_divergence(NO_DIVERGENCE)
+    assert "Exercise 4.2 passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("wrong, match", [
+    (c4.DIVERGENT_KERNEL, "still run both branches"),
+    # a wrong index: odd warps step past their elements
+    (NO_DIVERGENCE.replace("int i = 64 * (g / 64) + 2 * (g % 32) + parity;",
+                           "int i = 2 * g + parity;"), "elements are wrong"),
+    # both branches for every lane, then a select: no divergence, twice the work
+    (r"""
+extern "C" __global__ void no_divergence(const float* x, float* y, int n, int k) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float a = branch_a(x[i], k), b = branch_b(x[i], k);
+    y[i] = (i % 2 == 0) ? a : b;
+}""", "called"),
+    # the loops copied into the kernel instead of calling the branches
+    (r"""
+extern "C" __global__ void no_divergence(const float* x, float* y, int n, int k) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i];
+}""", "call branch_a"),
+])
+def test_no_divergence_rejects(wrong, match):
+    with expect_failure(match):
+        c4.check_no_divergence(wrong)
+
+
+# --------------------------------------------------------------------------- 4.3
+
+WARP_REDUCE = r"""
+extern "C" __global__ void warp_reduce(const float* x, float* out, int n) {
+    __shared__ float warp_totals[32];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    float v = i < n ? x[i] : 0.0f;
+    for (int offset = 16; offset > 0; offset /= 2)
+        v += __shfl_down_sync(0xffffffffu, v, offset);
+    if (lane == 0) warp_totals[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < blockDim.x / 32 ? warp_totals[lane] : 0.0f;
+        for (int offset = 16; offset > 0; offset /= 2)
+            v += __shfl_down_sync(0xffffffffu, v, offset);
+        if (lane == 0) atomicAdd(out, v);
+    }
+}
+"""
+
+
+def test_warp_reduce_accepts_the_solution(capsys):
+    c4.check_warp_reduce(WARP_REDUCE)
+    assert "Exercise 4.3 passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("wrong, match", [
+    (WARP_REDUCE.replace("    __syncthreads();\n", ""), "race"),          # missing barrier
+    (WARP_REDUCE.replace("float v = i < n ? x[i] : 0.0f;",
+                         "if (i >= n) return;\n    float v = x[i];"), "n="),  # early return
+    (WARP_REDUCE.replace("int offset = 16", "int offset = 8"), "n="),       # one step short
+    (WARP_REDUCE.replace("lane < blockDim.x / 32 ? warp_totals[lane] : 0.0f",
+                         "warp_totals[lane]"), "n="),                        # reads unset totals
+    (WARP_REDUCE.replace("if (lane == 0) atomicAdd(out, v);",
+                         "if (lane == 0 && blockIdx.x == 0) atomicAdd(out, v);"), "n="),
+    (r"""
+extern "C" __global__ void warp_reduce(const float* x, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) atomicAdd(out, x[i]);
+}""", "__shfl_down_sync"),                                                   # no shuffle at all
+])
+def test_warp_reduce_rejects(wrong, match):
+    with expect_failure(match):
+        c4.check_warp_reduce(wrong)
+
+
+# --------------------------------------------------------------------------- 4.4
+
+PRIVATE = r"""
+extern "C" __global__ void histogram_private(const int* data, unsigned int* bins, int n) {
+    __shared__ unsigned int local[NBINS];
+    for (int b = threadIdx.x; b < NBINS; b += blockDim.x) local[b] = 0;
+    __syncthreads();
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        atomicAdd(&local[data[i]], 1u);
+    __syncthreads();
+    for (int b = threadIdx.x; b < NBINS; b += blockDim.x)
+        if (local[b]) atomicAdd(&bins[b], local[b]);
+}
+"""
+
+
+def test_private_histogram_accepts_the_solution(capsys):
+    c4.check_private_histogram(PRIVATE)
+    assert "Exercise 4.4 passed" in capsys.readouterr().out
+
+
+FIRST_SYNC = "local[b] = 0;\n    __syncthreads();"
+SECOND_SYNC = "atomicAdd(&local[data[i]], 1u);\n    __syncthreads();"
+
+
+@pytest.mark.parametrize("wrong, match", [
+    (PRIVATE.replace("for (int b = threadIdx.x; b < NBINS; b += blockDim.x) local[b] = 0;", ""),
+     "bins wrong"),                                                       # never cleared
+    (PRIVATE.replace(FIRST_SYNC, "local[b] = 0;"), "race"),               # no barrier after clear
+    (PRIVATE.replace(SECOND_SYNC, "atomicAdd(&local[data[i]], 1u);"), "race"),  # nor before flush
+    (PRIVATE.replace("atomicAdd(&local[data[i]], 1u);", "local[data[i]] += 1;"), "atomicAdd"),
+    (PRIVATE.replace("unsigned int local[NBINS]", "unsigned short local[NBINS]")
+            .replace("atomicAdd(&local[data[i]], 1u);", "atomicAdd((unsigned int*)&local[data[i] & ~1], "
+                     "(data[i] & 1) ? 65536u : 1u);"), "overflow"),       # 16-bit counters
+    (PRIVATE.replace("for (int b = threadIdx.x; b < NBINS; b += blockDim.x)\n        if",
+                     "for (int b = threadIdx.x; b < NBINS && b < 64; b += blockDim.x)\n        if"),
+     "bins wrong"),                                                       # flushes part of the bins
+    (PRIVATE.replace("for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)",
+                     "int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n)"),
+     "grid stride"),                                                      # one element per thread
+    ("extern \"C\" __global__ void histogram_private(const int* data, unsigned int* bins, int n) {\n"
+     "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+     "    if (i < n) atomicAdd(&bins[data[i]], 1u);\n}\n", "__shared__"),      # not privatized
+])
+def test_private_histogram_rejects(wrong, match):
+    with expect_failure(match):
+        c4.check_private_histogram(wrong)
+
+
+# --------------------------------------------------------------------------- 4.5
+
+def pipeline_time(h2d, compute, d2h, chunks):
+    return (h2d + compute + d2h) / chunks + (chunks - 1) * max(h2d, compute, d2h) / chunks
+
+
+def test_pipeline_accepts_the_solution(capsys):
+    c4.check_pipeline_time(pipeline_time)
+    assert "Exercise 4.5 passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("wrong", [
+    lambda h, c, d, k: max(h, c, d),                       # forgets filling and draining
+    lambda h, c, d, k: (h + c + d) / k,                    # as if the stages overlapped fully
+    lambda h, c, d, k: h + c + d,                          # no overlap at all
+    lambda h, c, d, k: (h + c + d) / k + (k - 1) * (h + c + d) / 3 / k,  # the mean stage, not the slowest
+])
+def test_pipeline_rejects(wrong):
+    with expect_failure("the model gives"):
+        c4.check_pipeline_time(wrong)

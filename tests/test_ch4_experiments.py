@@ -1,0 +1,131 @@
+"""Chapter 4's experiments on the CPU: kernels checked on the emulator, models, figures."""
+import json
+
+import numpy as np
+import pytest
+
+import gpucourse as gc
+from gpucourse import models
+from gpucourse.experiments import ch4
+from gpucourse.plot import ch4 as plot4
+
+pytestmark = pytest.mark.skipif(gc.device.is_cuda(), reason="the CPU path (models, emulator)")
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    return ch4.block_size_sweep(block_sizes=(32, 48, 100, 128, 256, 1024))
+
+
+def test_block_size_sweep_models(sweep):
+    assert sweep["measured"] is None  # no GPU: nothing pretends to be measured
+    assert sweep["block_sizes"] == [32, 48, 100, 128, 256, 1024]
+    i32, i100, i256 = (sweep["block_sizes"].index(b) for b in (32, 100, 256))
+    # 32 blocks per SM at most: a block of one warp fills half of an H100 SM's 64 warp slots.
+    assert sweep["occupancy"][i32] == pytest.approx(0.5)
+    assert sweep["limited_by"][i32] == "blocks"
+    assert sweep["occupancy"][i256] == pytest.approx(1.0)
+    assert sweep["lane_efficiency"][i100] == pytest.approx(100 / 128)
+    assert sweep["recommended"] % 32 == 0
+    assert all(u <= 1.0 for u in sweep["wave_utilization"])
+
+
+def test_block_size_point_changes_with_the_slider(sweep):
+    a = ch4.block_size_point(48, sweep)
+    b = ch4.block_size_point(1024, sweep)
+    assert a["point"]["occupancy"] != b["point"]["occupancy"] or \
+        a["point"]["tail"]["blocks_per_wave"] != b["point"]["tail"]["blocks_per_wave"]
+    fa, fb = plot4.block_size_figure(a), plot4.block_size_figure(b)
+    assert len(fa.axes) == len(fb.axes) == 3
+    assert "model" in fa.axes[0].get_title() and "model" in fa.axes[2].get_title()
+
+
+def test_saxpy_check_catches_a_wrong_kernel(monkeypatch):
+    bad = gc.kernels.from_source(r"""
+extern "C" __global__ void saxpy_v1_one_per_thread(float a, const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n - 1) y[i] = a * x[i] + y[i];
+}
+extern "C" __global__ void saxpy_v2_grid_stride(float a, const float* x, float* y, int n) {}
+""", name="saxpy_bad")
+    monkeypatch.setattr(ch4, "_load", lambda name: bad)
+    with pytest.raises(AssertionError, match="saxpy_v1"):
+        ch4.check_saxpy(block_sizes=(64,), sizes=(33,))
+
+
+def test_divergence_model_and_lanes():
+    m = ch4.divergence_model(n=4096)
+    assert m["divergence_v1_odd_even_lanes"]["efficiency"] == pytest.approx(0.5)
+    assert m["divergence_v2_per_warp"]["efficiency"] == pytest.approx(1.0)
+    assert m["divergence_v3_branch_free"]["passes"] == pytest.approx(1.0)
+    # v2's remapping is a permutation: every element is handled exactly once.
+    g = np.arange(64 * 10)
+    assert sorted(ch4.element_of_thread("divergence_v2_per_warp", g)) == list(g)
+
+
+def test_divergence_kernels_checked():
+    assert ch4.check_divergence(sizes=(65, 130), blocks=(64,)) == 6
+    res = ch4.divergence()
+    assert res["measured"] is None
+    assert len(plot4.divergence_figure(res).axes) == 2
+
+
+def test_streams_model():
+    res = ch4.streams(n_streams=4, chunks=16)
+    assert res["kind"] == "model"
+    assert res["serial"]["total_s"] == pytest.approx(res["h2d_s"] + res["compute_s"] + res["d2h_s"])
+    assert res["synced"]["total_s"] == pytest.approx(res["serial"]["total_s"])
+    # 16 equal chunks of 3 equal stages: (16 + 2) / 16 of the bound
+    assert res["overlap_vs_bound"] == pytest.approx(18 / 16)
+    one = ch4.streams(n_streams=1, chunks=16)
+    assert one["multi"]["total_s"] == pytest.approx(one["serial"]["total_s"])
+    assert "(model)" in plot4.streams_figure(res).axes[0].get_title(loc="left")
+
+
+def test_pipeline_formula_matches_the_model():
+    for h, c, d, k in [(1, 1, 1, 8), (4, 1, 2, 16), (0.5, 3, 0.5, 4)]:
+        want = (h + c + d) / k + (k - 1) * max(h, c, d) / k
+        assert models.stream_timeline(k, h, c, d, chunks=k).total == pytest.approx(want)
+
+
+def test_histogram_checked_and_contention():
+    assert ch4.check_histogram(sizes=(1, 4099), blocks=(100,)) == 8
+    uni = ch4.contention(ch4.histogram_data(1 << 14, 0.0))
+    skw = ch4.contention(ch4.histogram_data(1 << 14, 1.0))
+    assert skw["hottest_bin_share"] > 0.4 > 0.05 > uni["hottest_bin_share"]
+    assert skw["lanes_on_one_bin_per_warp"] > 3 * uni["lanes_on_one_bin_per_warp"]
+    skewed = gc.check.random_array(1 << 14, np.int32, kind="skewed")
+    assert np.array_equal(ch4.histogram_data(1 << 14, 1.0), skewed)
+    ch = ch4.atomic_chains(ch4.histogram_data(1 << 16, 1.0), grid=64)
+    assert ch["v1_longest_chain"] > 20 * ch["v2_longest_shared_chain"]
+    assert ch["v2_global_atomics"] <= 64 * 256
+
+
+def test_histogram_point_and_figure():
+    res = ch4.histogram_point(0.5, n=1 << 14)
+    assert res["skews"] == [0.5]
+    assert len(plot4.histogram_figure(res).axes) == 2
+    with pytest.raises(ValueError, match="skew"):
+        ch4.histogram_data(10, 1.5)
+
+
+def test_reduce_ladder_checked():
+    assert ch4.check_reduce(sizes=(1, 33, 1001)) == 3 * len(ch4.reduce_versions())
+    assert ch4.reduce_versions()[0].startswith("reduce_v1")
+    assert "global atomics" in str(ch4.reduce_counts(1 << 20))
+
+
+def test_run_all_is_json_and_draws(monkeypatch):
+    small = ch4.reduction
+    monkeypatch.setattr(ch4, "reduction", lambda min_time_s=0.1: small(n=1 << 16, min_time_s=0.01))
+    res = ch4.run_all(quick=True)
+    json.dumps(res)
+    figs = plot4.figures(res)
+    assert set(figs) == {"block_size", "divergence", "streams", "histogram", "reduction"}
+    # reduction on the CPU: library sums and the copy, measured here
+    assert {t["label"] for t in res["reduction"]["cpu_measured"]} == {"numpy.sum", "torch.sum"}
+
+
+def test_gpu_check_says_it_needs_a_gpu():
+    with pytest.raises(gc.errors.DeviceError, match="CUDA GPU"):
+        ch4.gpu_check()

@@ -1,0 +1,230 @@
+"""Chapter 5 experiments on the CPU at small sizes: every kernel and library path is checked,
+results have the documented shape, ratios (never absolute times) go the expected way."""
+import json
+
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+
+import gpucourse as gc
+from gpucourse.errors import DeviceError, PrecisionError
+from gpucourse.experiments import ch5
+from gpucourse.plot import ch5 as p5
+
+pytestmark = pytest.mark.skipif(gc.device.is_cuda(), reason="CPU-path tests")
+
+
+# --------------------------------------------------------------------------- matmul.cu
+
+def test_every_matmul_version_is_right_on_the_emulator():
+    table = ch5.check_matmul()
+    assert len(table.rows) == len(ch5.CHECK_SHAPES)
+    assert table.header[1:] == [v.replace("matmul_", "") for v in ch5.MATMUL_VERSIONS]
+
+
+def test_matmul_versions_pass_the_race_check():
+    ch5.check_matmul(shapes=((31, 33, 17), (64, 132, 36)), race_check=True)
+
+
+@pytest.mark.parametrize("defines", [{"TILE": 16}, {"BM": 64, "BN": 128, "BK": 8},
+                                     {"BM": 128, "BN": 64, "BK": 16}])
+def test_tile_defines_are_honoured(defines):
+    mod = ch5.matmul_module(defines)
+    A = gc.check.random_array((37, 44), seed=1)
+    B = gc.check.random_array((44, 136), seed=2)
+    ref = A.astype(np.float64) @ B
+    for v in ("matmul_v3_shared", "matmul_v5_2d_blocking", "matmul_v6_vectorized"):
+        C = ch5.run_matmul(v, A, B, module=mod, defines=defines)
+        gc.check.assert_close(C, ref, *ch5.matmul_tolerance(A, B), name=f"{v} {defines}")
+
+
+def test_a_missing_barrier_is_caught():
+    src = (gc.kernels.KERNEL_DIR / "matmul.cu").read_text()
+    start = src.index("void matmul_v3_shared")
+    end = src.index("// ---", start)
+    body = src[start:end]
+    broken = src[:start] + body.replace("__syncthreads();  // nobody overwrites", "//", 1) + src[end:]
+    mod = gc.kernels.from_source(broken, name="matmul_broken", backend="cpu")
+    A = gc.check.random_array((40, 70), seed=3)
+    B = gc.check.random_array((70, 33), seed=4)
+    with pytest.raises(AssertionError):
+        C = ch5.run_matmul("matmul_v3_shared", A, B, module=mod)
+        gc.check.assert_close(C, A.astype(np.float64) @ B, *ch5.matmul_tolerance(A, B))
+
+
+def test_launch_configs():
+    assert ch5.launch_config("matmul_v1_naive", 100, 50) == ((4, 2), (32, 32))
+    assert ch5.launch_config("matmul_v2_coalesced", 100, 50) == ((2, 4), (32, 32))
+    assert ch5.launch_config("matmul_v3_shared", 100, 50, {"TILE": 16}) == ((4, 7), (16, 16))
+    assert ch5.launch_config("matmul_v4_1d_blocking", 4096, 4096) == ((64, 64), 512)
+    assert ch5.launch_config("matmul_v5_2d_blocking", 4096, 4096) == ((32, 32), 256)
+    assert ch5.launch_config("matmul_v6_vectorized", 4096, 4096, {"BN": 64}) == ((64, 32), 128)
+    with pytest.raises(ValueError, match="unknown matmul version"):
+        ch5.launch_config("matmul_v9", 1, 1)
+
+
+def test_reuse_model_falls_down_the_ladder():
+    m = ch5.reuse_model()
+    g = m["global_bytes_per_fma"]
+    assert g[0] == pytest.approx(33.0) and g[1] == pytest.approx(5.0)
+    assert all(a >= b for a, b in zip(g, g[1:]))
+    s = m["shared_loads_per_fma"]
+    assert s[2] == 2.0 and s[-1] == pytest.approx(1 / 16) and s[-2] == pytest.approx(0.25)
+
+
+def test_sgemm_ladder_on_the_cpu_says_where_its_numbers_come_from():
+    res = ch5.sgemm_ladder()
+    assert res["source"] in ("reference", "none")
+    if res["source"] == "none":
+        assert "make gpu-check" in res["note"]
+    assert isinstance(p5.sgemm_figure(res), Figure)
+    str(ch5.sgemm_summary(res))
+
+
+def test_cpu_ladder_blas_beats_python_loops():
+    t = ch5.cpu_ladder(n=64, n_python=16, min_time_s=0.01)
+    by = [x.gflops for x in t]
+    assert len(t) == 4 and all(g > 0 for g in by)
+    assert by[-1] > 10 * by[0]  # BLAS vs interpreted loops: thousands of times in practice
+    assert ch5.matmul_size_point(32, min_time_s=0.01)[0].label.startswith("Python loops")
+    assert len(ch5.matmul_size_point(128, min_time_s=0.01)) == 3
+
+
+def test_cpu_threads_restores_the_thread_count():
+    import torch
+
+    before = torch.get_num_threads()
+    with ch5.cpu_threads(1):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+
+
+# --------------------------------------------------------------------------- conv
+
+def test_conv_versions_agree_and_are_timed():
+    cfg = {"batch": 2, "channels": 4, "size": 9, "out_channels": 6, "kernel": 3}
+    res = ch5.conv_ladder(cfg, min_time_s=0.01)
+    assert [t.label.split(" ")[0] for t in res["timings"]] == ["loop", "unfold", "conv2d"]
+    assert res["im2col_bytes"] == 2 * 4 * 9 * 81 * 4
+    assert isinstance(p5.conv_figure(res), Figure)
+    with pytest.raises(DeviceError):
+        ch5.cudnn_benchmark_mode()
+
+
+# --------------------------------------------------------------------------- sparse
+
+def test_crossover_interpolates_on_log_axes():
+    d = [0.01, 0.1, 1.0]
+    assert ch5.crossover_density(d, [1.0, 10.0, 100.0], 10.0) is None or True
+    assert ch5.crossover_density(d, [1.0, 5.0, 50.0], 10.0) == pytest.approx(0.1 * 10 ** (np.log(2) / np.log(10)))
+    assert ch5.crossover_density(d, [20.0, 30.0, 40.0], 10.0) is None  # sparse never wins
+    assert ch5.crossover_density(d, [1.0, 2.0, 3.0], 10.0) is None     # sparse always wins
+
+
+def test_sparse_sweep_checks_and_finds_a_crossover_or_says_why():
+    s = ch5.sparse_sweep(n=256, k=16, densities=(0.002, 0.05, 0.6), min_time_s=0.01)
+    assert len(s["sparse_s"]) == 3 and s["dense_s"] > 0
+    assert s["nnz"][0] < s["nnz"][1] < s["nnz"][2]
+    text = ch5.crossover_text(s)
+    assert ("beats dense" in text) == (s["crossover"] is not None)
+    assert isinstance(p5.sparse_figure(s, point=0.05), Figure)
+    pt = ch5.sparse_point(0.05, n=128, k=8, min_time_s=0.01)
+    assert [t.label.split(" ")[0] for t in pt] == ["dense", "CSR"]
+    p5.sparse_point_figure(pt)
+
+
+def test_sparse_matrix_density():
+    S = ch5.sparse_matrix(300, 0.1, seed=2)
+    assert 0.08 < np.count_nonzero(S) / S.size < 0.12
+    assert len(np.unique(S[S != 0])) > 100  # random values, not all equal
+
+
+# --------------------------------------------------------------------------- fusion
+
+def test_fusion_counts_bytes_and_checks_versions():
+    res = ch5.fusion(n=(1 << 15) + 3, use_compile=False, min_time_s=0.01)
+    assert res["bytes"] == {"unfused": 40 * res["n"], "fused": 8 * res["n"]}
+    labels = [t.label for t in res["timings"]]
+    assert labels == ["eager: 5 ops, 5 new tensors", "5 ops into one buffer"]
+    assert res["compile_s"] is None and res["speedup"] == {}
+    str(ch5.fusion_table(res))
+    assert isinstance(p5.fusion_figure(res), Figure)
+
+
+def test_chain_versions_match_the_reference():
+    import torch
+
+    x = gc.check.random_array(1001, seed=5)
+    ref = ch5.chain_numpy(x)
+    t = torch.from_numpy(x)
+    for y in (ch5.chain_eager(t), ch5.chain_into(t, torch.empty_like(t)),
+              ch5.chain_fused_into(t, torch.empty_like(t))):
+        gc.check.assert_close(y.numpy(), ref, rtol=1e-5, atol=1e-5)
+    assert (x < -0.17).any() and (x > 0).any()  # ReLU cuts some values
+
+
+# --------------------------------------------------------------------------- precision
+
+def test_precision_availability_on_the_cpu():
+    av = ch5.precision_availability()
+    assert av["fp32"] is None and "tensor cores" in av["tf32"]
+    with pytest.raises(PrecisionError, match="tf32 does not run here"):
+        ch5.matmul_throughput("tf32", n=64)
+    with pytest.raises(PrecisionError, match="not one of"):
+        ch5.matmul_throughput("fp8", n=64)
+    dd = gc.widgets.precision_dropdown(av)
+    assert "tf32" in dd.unavailable
+
+
+def test_precision_sweep_measures_what_runs_and_lists_the_rest():
+    res = ch5.precision_sweep(n=64, precisions=("fp32", "tf32", "bf16"), min_time_s=0.01)
+    assert [t.label for t in res["timings"]] == ["fp32", "bf16"]
+    assert "tf32" in res["skipped"]
+    assert res["timings"][1].meta["rel_err"] > res["timings"][0].meta["rel_err"]  # bf16 rounds more
+    str(ch5.precision_table(res))
+    pt = ch5.precision_point("fp32", 64, min_time_s=0.01)
+    assert pt["model_gpu"] == gc.specs.lookup(ch5.DEFAULT_GPU).name
+    p5.precision_point_figure(pt)
+
+
+def test_precision_model_reaches_the_peaks_for_large_matrices():
+    m = ch5.precision_model("H200")
+    assert set(m["tflops"]) == {"fp32", "tf32", "fp16", "bf16"}
+    for p, ys in m["tflops"].items():
+        assert ys[-1] == pytest.approx(m["peak_tflops"][p])      # compute-bound at 16384
+        assert ys[0] < m["peak_tflops"][p] or p == "fp32"        # memory-bound when small
+    assert m["peak_tflops"]["bf16"] > 10 * m["peak_tflops"]["fp32"]
+    fig = p5.precision_figure(m, reference=[{"label": "reference: NVIDIA H200, 2026-01-01, `x`",
+                                             "value": {"precision_tflops": {"bf16": 700.0},
+                                                       "precision_n": 8192}}])
+    assert isinstance(fig, Figure)
+
+
+def test_percent_of_peak():
+    assert ch5.percent_of_peak(67e12, 1.0, "H200", "fp32") == pytest.approx(100.0)
+
+
+# --------------------------------------------------------------------------- headless
+
+def test_figures_draw_run_all_shaped_results():
+    """figures() takes JSON-ready results like run_all's (built here at small sizes)."""
+    res = {"cpu_ladder": [t.to_dict() for t in ch5.cpu_ladder(n=32, n_python=8, min_time_s=0.005)],
+           "sgemm": ch5.sgemm_ladder(), "reuse_model": ch5.reuse_model()}
+    conv = ch5.conv_ladder({"batch": 1, "channels": 2, "size": 6, "out_channels": 3, "kernel": 3},
+                           min_time_s=0.005)
+    res["conv"] = {**conv, "timings": [t.to_dict() for t in conv["timings"]]}
+    res["sparse"] = ch5.sparse_sweep(n=64, k=4, densities=(0.01, 0.5), min_time_s=0.005)
+    fu = ch5.fusion(n=1000, use_compile=False, min_time_s=0.005)
+    res["fusion"] = {**fu, "timings": [t.to_dict() for t in fu["timings"]], "copy": fu["copy"].to_dict()}
+    pr = ch5.precision_sweep(n=32, precisions=("fp32",), min_time_s=0.005)
+    res["precision"] = {**pr, "timings": [t.to_dict() for t in pr["timings"]]}
+    res["precision_model"] = ch5.precision_model()
+    json.dumps(res)
+    figs = p5.figures(res)
+    assert set(figs) == {"cpu_ladder", "sgemm", "reuse_model", "conv", "sparse", "fusion", "precision"}
+    assert all(isinstance(f, Figure) for f in figs.values())
+
+
+def test_gpu_check_needs_a_gpu():
+    with pytest.raises(DeviceError, match="needs a CUDA GPU"):
+        ch5.gpu_check()

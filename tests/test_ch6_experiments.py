@@ -1,0 +1,156 @@
+"""Chapter 6 experiments on the CPU at small sizes: numerics, checks and result shapes."""
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from gpucourse.errors import PrecisionError
+from gpucourse.experiments import ch6
+
+
+@pytest.fixture(scope="module")
+def results():
+    return ch6.run_all(quick=True)
+
+
+def test_rounding_is_the_formats_definition():
+    ch6.check_rounding()
+    f = ch6.formats()
+    assert f["fp16"].min_normal == 2.0 ** -14 and f["fp16"].max == 65504.0
+    assert f["bf16"].eps == 2.0 ** -7 and f["tf32"].mantissa_bits == 10
+    x = torch.tensor([1 + 2.0 ** -9, 3.0])
+    assert ch6.round_to(x, "bf16")[0] == 1.0 and ch6.round_to(x, "tf32")[0] == x[0]
+    assert ch6.round_to(torch.tensor([1000.0]), "fp8_e4m3")[0] == 448.0  # saturates like scaled FP8
+
+
+def test_format_table_orders_precision(results):
+    rows = {r["format"]: r for r in results["formats"]["rows"]}
+    err = {k: r["median rel. rounding error"] for k, r in rows.items()}
+    assert err["fp32"] == 0 and err["fp16"] == pytest.approx(err["tf32"])
+    assert err["fp16"] < err["bf16"] < err["fp8_e4m3"] < err["fp8_e5m2"]
+
+
+def test_loss_scaling_loses_gradients_without_scaling_and_matches_with_it(results):
+    r = results["loss_scaling"]
+    assert r["max_zeroed_unscaled"] > 0.05
+    assert r["max_zeroed_scaled"] < 1e-3
+    assert r["scaled_match"] == {"static": True, "dynamic": True}
+    assert r["max_rel_gap"]["none"] > 10 * ch6.LOSS_MATCH_RTOL
+    dyn = r["runs"]["dynamic"]
+    assert dyn["scales"][0] == 2.0 ** 16 and max(dyn["scales"]) > 2.0 ** 16  # it grew
+
+
+def test_fp16_gradients_are_real_fp16_tensors():
+    master, xb, yb = ch6._checkpoint(60, ch6.ScalingSetup())
+    _, raw = ch6.scaled_gradients(master, xb, yb, ch6.ScalingSetup(), torch.float16, 1.0)
+    assert all(g.dtype == torch.float16 for g in raw)
+    assert any(bool((g == 0).any()) for g in raw[::2])
+
+
+def test_scale_sweep_has_a_window(results):
+    s = results["scale_sweep"]
+    zeroed, overflow = np.array(s["zeroed"]), np.array(s["overflow"])
+    assert zeroed[0] > 0.05 and overflow[0] == 0
+    assert overflow[-1] > 0.5 and zeroed[-1] == 0
+    ok = (zeroed < 1e-3) & (overflow == 0)
+    assert ok.any(), "some scale must keep every gradient"
+
+
+def test_gradient_histogram_is_mostly_below_fp16_normal(results):
+    g = results["gradients"]
+    assert g["share_below_normal"]["activations"] > 0.9
+    assert sum(g["activations_hist"]) + g["activations_zero"] > 0
+
+
+def test_int8_linear_matches_fp32_on_awkward_shapes():
+    torch.manual_seed(0)
+    for rows, fin, fout in ((1, 13, 7), (5, 64, 10), (33, 100, 17)):
+        lin = torch.nn.Linear(fin, fout)
+        x = torch.randn(rows, fin)
+        for mode in ("dynamic", "weight-only"):
+            q = ch6.Int8Linear(lin, mode)
+            with torch.no_grad():
+                err = float((q(x) - lin(x)).norm() / lin(x).norm())
+            assert err < 0.03, (rows, fin, fout, mode, err)
+            assert q(x).shape == (rows, fout)
+
+
+def test_per_channel_beats_per_tensor_with_outliers():
+    d = ch6.per_channel_demo()
+    assert d["per-channel"] * 5 < d["per-tensor"]
+
+
+def test_int8_inference_keeps_accuracy_and_shrinks_the_model(results):
+    r = results["int8"]
+    rows = {row["version"]: row for row in r["rows"]}
+    assert 0.7 < rows["fp32"]["accuracy"] < 0.97  # a non-trivial task
+    assert abs(r["accuracy_drop"]) < 0.01
+    assert r["size_ratio"] > 3.5
+    assert all(row["output rel. error"] < 0.05 for row in r["rows"])
+
+
+def test_check_int8_rejects_a_broken_model():
+    model = ch6.trained_classifier(dev="cpu")
+    broken = ch6.int8_model(model)
+    broken[2].scale.mul_(1.5)
+    with pytest.raises(AssertionError, match="relative output error"):
+        ch6.check_int8(model, broken, ch6.make_dataset().x_test[:256])
+
+
+def test_amp_training_checks_and_counts_memory():
+    r = ch6.amp_training(("fp32", "bf16"), tokens=32, d=64, min_time_s=0.01)
+    rows = {row["precision"]: row for row in r["rows"]}
+    assert rows["bf16"]["activations_MB"] < rows["fp32"]["activations_MB"]
+    assert rows["bf16"]["loss_rel_diff"] < 3e-2
+    assert set(r["speedup_vs_fp32"]) == {"fp32", "bf16"}
+    assert r["ceiling_gflops"]["fp32"] > 0 and r["cpu_support"]["sentence"]
+
+
+def test_precision_availability_on_cpu():
+    a = ch6.precision_availability("cpu")
+    assert list(a) == list(ch6.PRECISIONS)
+    assert a["fp32"] is None and "tensor-core" in a["tf32"]
+    with pytest.raises(PrecisionError, match="not available here"):
+        ch6.run_precision("tf32", dev="cpu")
+    with pytest.raises(PrecisionError, match="not one of"):
+        ch6.run_precision("fp64", dev="cpu")
+
+
+def test_run_precision_int8():
+    r = ch6.run_precision("int8", batch=32, min_time_s=0.01, dev="cpu")
+    assert r["int8"]["weights_bytes"] * 3.5 < r["fp32"]["weights_bytes"]
+    assert 0 < r["int8"]["rel_error"] < 0.05 and r["fp32"]["rel_error"] == 0
+
+
+def test_bf16_emulation_rule():
+    assert not ch6.bf16_is_native("7.5") and ch6.bf16_is_native((8, 0))
+    assert "emulated" in ch6.bf16_emulated_reason((7, 5))
+
+
+def test_precision_choices_and_memory_tables():
+    rows = {r["GPU"]: r for r in ch6.precision_choices().rows}
+    assert rows["T4"]["train in"] == "fp16" and rows["H100-SXM"]["train in"] == "bf16"
+    mem = ch6.memory_by_precision().rows
+    assert mem[0]["total GB"] > mem[1]["total GB"]
+
+
+def test_run_all_is_json_ready_and_draws(results):
+    from gpucourse.plot import ch6 as p6
+
+    json.dumps(results, allow_nan=False)
+    figs = p6.figures(results)
+    assert set(figs) == {"formats", "gradients", "loss_scaling", "scale_sweep", "amp", "int8"}
+    for f in figs.values():
+        assert f.axes and all(ax.get_title() for ax in f.axes)
+
+
+def test_widget_figures_draw():
+    from gpucourse.plot import ch6 as p6
+
+    sweep = ch6.scale_sweep(log2_scales=(0, 16, 40))
+    p6.scale_sweep_figure(sweep, ch6.zeroed_at_scale(16))
+    p6.precision_figure(ch6.run_precision("bf16", batch=32, min_time_s=0.01, dev="cpu"))
+    p6.gradient_histogram(ch6.gradient_magnitudes())
+    assert math.isfinite(ch6.zeroed_at_scale(16)["grad_error"])

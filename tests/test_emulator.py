@@ -1,0 +1,592 @@
+"""The CPU emulator: CUDA built-ins, barriers that really interleave threads, and faithfulness."""
+from __future__ import annotations
+
+import platform
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import gpucourse.emulator as emu
+import gpucourse.kernels as gk
+from gpucourse.emulator import KernelError
+
+ROOT = gk.KERNEL_DIR.parents[2]
+
+
+def build(code: str, name: str = "test"):
+    return gk.from_source(textwrap.dedent(code), name=name, backend="cpu")
+
+
+# --------------------------------------------------------------------------- built-ins
+
+BUILTINS = build(r"""
+extern "C" __global__ void where(int* out) {
+  const int bid = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  const int tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  int* o = out + 13 * (bid * blockDim.x * blockDim.y * blockDim.z + tid);
+  o[0] = threadIdx.x; o[1] = threadIdx.y; o[2] = threadIdx.z;
+  o[3] = blockIdx.x; o[4] = blockIdx.y; o[5] = blockIdx.z;
+  o[6] = blockDim.x; o[7] = blockDim.y; o[8] = blockDim.z;
+  o[9] = gridDim.x; o[10] = gridDim.y; o[11] = gridDim.z; o[12] = warpSize;
+}
+
+extern "C" __global__ void shuffles(const float* in, float* out, int arg, int width) {
+  const int t = threadIdx.x;
+  const float v = in[t];
+  out[0 * blockDim.x + t] = __shfl_sync(0xffffffff, v, arg, width);
+  out[1 * blockDim.x + t] = __shfl_up_sync(0xffffffff, v, arg, width);
+  out[2 * blockDim.x + t] = __shfl_down_sync(0xffffffff, v, arg, width);
+  out[3 * blockDim.x + t] = __shfl_xor_sync(0xffffffff, v, arg, width);
+}
+
+extern "C" __global__ void shuffle_types(const double* d, const long long* ll, double* dout,
+                                         long long* llout, int* iout) {
+  const int t = threadIdx.x;
+  dout[t] = __shfl_xor_sync(0xffffffff, d[t], 1);
+  llout[t] = __shfl_down_sync(0xffffffff, ll[t], 2);
+  iout[t] = __shfl_sync(0xffffffff, t * 10, 31 - t % 32);
+}
+
+extern "C" __global__ void votes(const int* pred, unsigned* ballot, int* any, int* all) {
+  const int t = threadIdx.x;
+  ballot[t] = __ballot_sync(0xffffffff, pred[t]);
+  any[t] = __any_sync(0xffffffff, pred[t]);
+  all[t] = __all_sync(0xffffffff, pred[t]);
+}
+
+extern "C" __global__ void barrier_votes(const int* pred, int* out) {
+  const int t = threadIdx.x, p = pred[t];
+  const int count = __syncthreads_count(p);
+  const int all = __syncthreads_and(p);
+  const int any = __syncthreads_or(p);
+  out[3 * t] = count; out[3 * t + 1] = all; out[3 * t + 2] = any;
+}
+
+extern "C" __global__ void atomics(int* i, unsigned* u, unsigned long long* ull, float* f,
+                                   double* d, long long* ll) {
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  atomicAdd(&i[0], t); atomicSub(&i[1], t); atomicMax(&i[2], t); atomicMin(&i[3], -t);
+  atomicAnd(&i[4], ~(1 << (t % 31))); atomicOr(&i[5], 1 << (t % 31)); atomicXor(&i[6], t);
+  atomicExch(&i[7], 42);
+  atomicAdd(&u[0], 2u); atomicSub(&u[1], 1u); atomicMax(&u[2], (unsigned)t);
+  atomicMin(&u[3], (unsigned)t + 5u); atomicInc(&u[4], 9u); atomicDec(&u[5], 9u);
+  atomicExch(&u[6], 7u); atomicCAS(&u[7], 0u, (unsigned)t + 1u);
+  atomicAnd(&u[8], 0xffu); atomicOr(&u[9], 1u << (t % 32)); atomicXor(&u[10], 1u);
+  atomicAdd(&ull[0], 3ull); atomicMax(&ull[1], (unsigned long long)t);
+  atomicMin(&ull[2], (unsigned long long)t + 1); atomicExch(&ull[3], 9ull);
+  atomicCAS(&ull[4], 5ull, 6ull);
+  atomicAdd(&f[0], 0.5f); atomicExch(&f[1], 2.5f);
+  atomicAdd(&d[0], 0.25);
+  atomicMax(&ll[0], (long long)t - 100); atomicMin(&ll[1], (long long)t - 100);
+  // A float maximum built from atomicCAS, the usual idiom.
+  const float val = (float)((t * 37) % 101);
+  int* bits = (int*)&f[2];
+  int old = *bits, assumed;
+  do {
+    assumed = old;
+    old = atomicCAS(bits, assumed, __float_as_int(fmaxf(val, __int_as_float(assumed))));
+  } while (assumed != old);
+}
+
+extern "C" __global__ void vectors(const float4* in, float4* out, const int4* iin, int4* iout,
+                                   float2* f2, int* sizes) {
+  const int t = threadIdx.x;
+  const float4 v = __ldg(&in[t]);
+  out[t] = make_float4(v.w, v.z, v.y, v.x);
+  const int4 w = iin[t];
+  iout[t] = make_int4(w.x + 1, w.y + 2, w.z + 3, w.w + 4);
+  f2[t] = make_float2(v.x * 2.0f, v.y - 1.0f);
+  if (t == 0) {
+    sizes[0] = sizeof(float2); sizes[1] = sizeof(float3); sizes[2] = sizeof(float4);
+    sizes[3] = sizeof(int4); sizes[4] = sizeof(double2); sizes[5] = sizeof(uchar4);
+    sizes[6] = alignof(float2); sizes[7] = alignof(float4); sizes[8] = alignof(int4);
+    sizes[9] = sizeof(dim3);
+  }
+}
+
+extern "C" __global__ void math(const float* x, float* out, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const float v = x[i];
+  float* o = out + 8 * i;
+  o[0] = __expf(v);
+  o[1] = __fdividef(v, 3.0f);
+  o[2] = rsqrtf(fabsf(v) + 1.0f);
+  o[3] = __saturatef(v);
+  o[4] = fminf(v, 0.5f) + max(v, -0.5f) + (float)min(3, (int)(v * 4));
+  o[5] = __sinf(v) + __cosf(v) + __powf(fabsf(v), 1.5f);
+  o[6] = __logf(fabsf(v) + 1.0f) + sqrtf(fabsf(v));
+  o[7] = (float)__popc(__float_as_uint(v)) + (float)(__brev(1u) >> 28) + (float)__clz(1);
+}
+""", "builtins")
+
+
+def test_thread_and_block_indices_in_three_dimensions():
+    grid, block = (3, 2, 2), (4, 3, 2)
+    out = emu.empty(13 * 12 * 24, np.int32)
+    BUILTINS.where(grid, block, (out,))
+    got = out.reshape(grid[2], grid[1], grid[0], block[2], block[1], block[0], 13)
+    bz, by, bx, tz, ty, tx = np.indices(got.shape[:-1])
+    for k, want in enumerate([tx, ty, tz, bx, by, bz]):
+        np.testing.assert_array_equal(got[..., k], want)
+    np.testing.assert_array_equal(got[..., 6:9], np.broadcast_to(block, got.shape[:-1] + (3,)))
+    np.testing.assert_array_equal(got[..., 9:12], np.broadcast_to(grid, got.shape[:-1] + (3,)))
+    assert (got[..., 12] == 32).all()
+
+
+def shuffle_reference(values, mode, arg, width):
+    """CUDA's rules: lanes in groups of `width`; reading outside the group keeps one's value."""
+    out = []
+    for lane in range(len(values)):
+        warp, lane32 = divmod(lane, 32)
+        base = lane32 & ~(width - 1)
+        src = {"idx": base + (arg & (width - 1)), "up": lane32 - arg,
+               "down": lane32 + arg, "xor": lane32 ^ arg}[mode]
+        if (mode == "up" and src < base) or (mode in ("down", "xor") and src >= base + width):
+            src = lane32
+        out.append(values[32 * warp + src])
+    return np.array(out, dtype=np.float32)
+
+
+@pytest.mark.parametrize("arg,width", [(3, 32), (1, 32), (16, 32), (5, 8), (2, 4), (0, 1)])
+def test_warp_shuffles_follow_cuda_rules(arg, width):
+    x = np.random.default_rng(arg * 33 + width).standard_normal(64, dtype=np.float32)
+    out = emu.empty(4 * 64)
+    BUILTINS.shuffles(1, 64, (x, out, np.int32(arg), np.int32(width)))
+    for k, mode in enumerate(("idx", "up", "down", "xor")):
+        np.testing.assert_array_equal(out[64 * k:64 * (k + 1)],
+                                      shuffle_reference(x, mode, arg, width), err_msg=mode)
+
+
+def test_shuffles_move_8_byte_and_integer_values():
+    rng = np.random.default_rng(5)
+    d = rng.standard_normal(32)
+    ll = rng.integers(-2**62, 2**62, 32)
+    dout, llout, iout = np.empty(32), np.empty(32, np.int64), np.empty(32, np.int32)
+    BUILTINS.shuffle_types(1, 32, (d, ll, dout, llout, iout))
+    np.testing.assert_array_equal(dout, d[np.arange(32) ^ 1])
+    lanes = np.arange(32)
+    np.testing.assert_array_equal(llout, ll[np.where(lanes + 2 < 32, lanes + 2, lanes)])
+    np.testing.assert_array_equal(iout, (31 - lanes) * 10)
+
+
+def test_votes_over_full_and_partial_warps():
+    n = 48  # the second warp has 16 lanes
+    pred = np.random.default_rng(6).integers(0, 2, n).astype(np.int32)
+    pred[32:] = 1
+    ballot = np.empty(n, np.uint32)
+    anyv, allv = np.empty(n, np.int32), np.empty(n, np.int32)
+    BUILTINS.votes(1, n, (pred, ballot, anyv, allv))
+    for w, lanes in ((0, 32), (1, 16)):
+        p = pred[32 * w:32 * w + lanes]
+        want = sum(int(b) << i for i, b in enumerate(p))
+        assert (ballot[32 * w:32 * w + lanes] == want).all()
+        assert (anyv[32 * w:32 * w + lanes] == int(p.any())).all()
+        assert (allv[32 * w:32 * w + lanes] == int(p.all())).all()
+
+
+@pytest.mark.parametrize("fill", ["random", "ones"])
+def test_syncthreads_count_and_or(fill):
+    n = 100
+    pred = (np.random.default_rng(7).integers(0, 2, n) if fill == "random"
+            else np.ones(n)).astype(np.int32)
+    out = emu.empty(3 * n, np.int32)
+    BUILTINS.barrier_votes(1, n, (pred, out))
+    got = out.reshape(n, 3)
+    assert (got[:, 0] == pred.sum()).all()
+    assert (got[:, 1] == int(pred.all())).all()
+    assert (got[:, 2] == int(pred.any())).all()
+
+
+def test_atomics_on_every_type():
+    blocks, threads = 3, 70
+    t = np.arange(blocks * threads)
+    i = np.array([0, 0, -5, 5, -1, 0, 0, 0], np.int32)
+    u = np.array([0, 1000, 0, 10**6, 0, 0, 0, 0, 0xFFFF, 0, 0], np.uint32)
+    ull = np.array([0, 0, 2**40, 0, 5], np.uint64)
+    f = np.array([0, 0, -1], np.float32)
+    d = np.zeros(1)
+    ll = np.array([-10**12, 10**12], np.int64)
+    BUILTINS.atomics(blocks, threads, (i, u, ull, f, d, ll))
+    n = t.size
+    assert list(i) == [t.sum(), -t.sum(), t.max(), -t.max(), -2**31, 2**31 - 1,
+                       np.bitwise_xor.reduce(t), 42]
+    assert list(u) == [2 * n, 1000 - n, t.max(), 5, n % 10, (-n) % 10, 7, 1, 0xFF,
+                       0xFFFFFFFF, n % 2]
+    assert list(ull) == [3 * n, t.max(), 1, 9, 6]
+    assert list(f) == [0.5 * n, 2.5, max((k * 37) % 101 for k in t)]
+    assert d[0] == 0.25 * n
+    assert list(ll) == [t.max() - 100, -100]
+
+
+def test_vector_types_ldg_and_their_layout():
+    n = 40
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal(4 * n, dtype=np.float32)
+    xi = rng.integers(-1000, 1000, 4 * n).astype(np.int32)
+    out, outi = emu.empty(4 * n), emu.empty(4 * n, np.int32)
+    f2, sizes = emu.empty(2 * n), emu.empty(10, np.int32)
+    BUILTINS.vectors(1, n, (x, out, xi, outi, f2, sizes))
+    np.testing.assert_array_equal(out.reshape(n, 4), x.reshape(n, 4)[:, ::-1])
+    np.testing.assert_array_equal(outi.reshape(n, 4), xi.reshape(n, 4) + [1, 2, 3, 4])
+    np.testing.assert_array_equal(f2.reshape(n, 2),
+                                  np.stack([x[0::4] * 2, x[1::4] - 1], axis=1))
+    # As CUDA lays them out: float4/int4 16-byte aligned, float3 unaligned, dim3 12 bytes.
+    assert list(sizes) == [8, 12, 16, 16, 16, 4, 8, 16, 16, 12]
+
+
+def test_math_functions_and_fast_intrinsics():
+    n = 257
+    x = np.random.default_rng(9).uniform(-3, 3, n).astype(np.float32)
+    out = emu.empty(8 * n)
+    BUILTINS.math(3, 96, (x, out, np.int32(n)))
+    got = out.reshape(n, 8).astype(np.float64)
+    v = x.astype(np.float64)
+    bits = x.view(np.uint32)
+    want = np.stack([
+        np.exp(v), v / 3, 1 / np.sqrt(np.abs(v) + 1), np.clip(v, 0, 1),
+        np.minimum(v, 0.5) + np.maximum(v, -0.5) + np.minimum(3, np.trunc(v * 4)),
+        np.sin(v) + np.cos(v) + np.abs(v) ** 1.5, np.log(np.abs(v) + 1) + np.sqrt(np.abs(v)),
+        np.array([bin(b).count("1") for b in bits]) + 8 + 31], axis=1)
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
+
+
+# --------------------------------------------------------------------------- shared memory
+
+SHARED = build(r"""
+extern __shared__ float file_scope[];
+
+extern "C" __global__ void reverse_file_scope(const float* in, float* out) {
+  const int g = blockIdx.x * blockDim.x + threadIdx.x;
+  file_scope[threadIdx.x] = in[g];
+  __syncthreads();
+  out[g] = file_scope[blockDim.x - 1 - threadIdx.x];
+}
+
+extern "C" __global__ void reverse_function_scope(const int* in, int* out) {
+  extern __shared__ __align__(16) int ints[];
+  const int g = blockIdx.x * blockDim.x + threadIdx.x;
+  ints[threadIdx.x] = in[g];
+  __syncthreads();
+  out[g] = ints[blockDim.x - 1 - threadIdx.x];
+}
+
+extern "C" __global__ void stale(float* out) {
+  __shared__ float s[64];
+  if (blockIdx.x == 0) s[threadIdx.x] = 1.0f;  // only the first block writes
+  __syncthreads();
+  out[blockIdx.x * blockDim.x + threadIdx.x] = s[threadIdx.x];
+}
+
+extern "C" __global__ void stale_dynamic(int* out) {
+  extern __shared__ int d[];
+  if (blockIdx.x == 0) d[threadIdx.x] = 7;
+  __syncthreads();
+  out[blockIdx.x * blockDim.x + threadIdx.x] = d[threadIdx.x];
+}
+""", "shared")
+
+
+def test_dynamic_shared_memory_declared_at_file_and_function_scope():
+    x = np.random.default_rng(10).standard_normal(3 * 50, dtype=np.float32)
+    out = emu.empty(150)
+    SHARED.reverse_file_scope(3, 50, (x, out), shared_mem=50 * 4)
+    np.testing.assert_array_equal(out.reshape(3, 50), x.reshape(3, 50)[:, ::-1])
+    xi = np.arange(150, dtype=np.int32) * 3 - 7
+    outi = emu.empty(150, np.int32)
+    SHARED.reverse_function_scope(3, 50, (xi, outi), shared_mem=50 * 4)
+    np.testing.assert_array_equal(outi.reshape(3, 50), xi.reshape(3, 50)[:, ::-1])
+
+
+def test_shared_memory_is_poisoned_before_every_block():
+    out = np.zeros(128, np.float32)
+    SHARED.stale(2, 64, (out,))
+    assert (out[:64] == 1).all()
+    assert np.isnan(out[64:]).all(), "block 1 must not see block 0's shared data"
+    outi = np.zeros(128, np.int32)
+    SHARED.stale_dynamic(2, 64, (outi,), shared_mem=256)
+    assert (outi[:64] == 7).all() and (outi[64:] == -1).all()
+
+
+def test_fresh_emulator_arrays_are_poisoned():
+    assert np.isnan(emu.empty((3, 5))).all()
+    assert (emu.empty(4, np.int32) == -1).all()
+    like = emu.empty_like(np.zeros((2, 2), np.float64))
+    assert like.dtype == np.float64 and np.isnan(like).all()
+
+
+# --------------------------------------------------------------------------- barriers
+
+
+FAULTY = build(r"""
+extern "C" __global__ void early_return(float* x, int n) {
+  if (threadIdx.x >= n) return;          // threads past n never reach the barrier
+  __syncthreads();
+  x[threadIdx.x] = 1.0f;
+}
+
+extern "C" __global__ void shuffle_after_return(float* x, int n) {
+  if (threadIdx.x >= n) return;
+  x[threadIdx.x] = __shfl_down_sync(0xffffffff, x[threadIdx.x], 1);
+}
+
+extern "C" __global__ void divergent_barrier(float* x, int n) {
+  if (threadIdx.x < 16) __syncthreads(); else __syncwarp();
+  x[threadIdx.x] = 2.0f;
+}
+
+extern "C" __global__ void uniform_branch_barrier(float* x, int n) {
+  if (n > 0) __syncthreads();            // every thread takes it: fine
+  x[threadIdx.x] = 3.0f;
+}
+
+extern "C" __global__ void null_write(float* x, int n) {
+  float* p = 0;
+  p[threadIdx.x + n] = 1.0f;
+}
+
+__device__ int deep(int d) { volatile char pad[512]; pad[0] = (char)d; return d ? deep(d - 1) + pad[0] : 0; }
+extern "C" __global__ void recursion(int* x, int n) { x[0] = deep(n); }
+
+extern "C" __global__ void divide(int* x, int n) { x[threadIdx.x] = 100 / n; }
+
+extern "C" __global__ void checked(int* x, int n) { assert(threadIdx.x < n); x[threadIdx.x] = 1; }
+
+extern "C" __global__ void trap(int* x, int n) { if (threadIdx.x == n) __trap(); }
+
+extern "C" __global__ void spin(int* x, int n) { volatile int* v = x; while (v[0] == 0) {} }
+
+extern "C" __global__ void talk(int* x, int n) {
+  printf("block %d thread %d says %d\n", blockIdx.x, threadIdx.x, n);
+  if (threadIdx.x == 1) { float* p = 0; *p = 1.0f; }
+}
+""", "faulty")
+
+
+def test_a_barrier_that_returned_threads_never_reach_is_reported():
+    x = np.zeros(64, np.float32)
+    with pytest.raises(KernelError, match=r"kernel early_return: 40 threads of block \(0,0,0\) "
+                                          r"wait at __syncthreads\(\) that 24 threads never reached"):
+        FAULTY.early_return(1, 64, (x, np.int32(40)))
+
+
+def test_a_warp_shuffle_missing_lanes_is_reported():
+    x = np.ones(64, np.float32)
+    with pytest.raises(KernelError, match=r"8 lanes of warp 1 .* __shfl_down_sync for lanes 8-31"):
+        FAULTY.shuffle_after_return(1, 64, (x, np.int32(40)))
+
+
+def test_a_barrier_in_a_divergent_branch_is_reported():
+    with pytest.raises(KernelError, match=r"16 threads wait at __syncthreads\(\) while 16 wait "
+                                          r"in __syncwarp\(\)"):
+        FAULTY.divergent_barrier(1, 64, (np.zeros(64, np.float32), np.int32(1)))
+    x = np.zeros(64, np.float32)
+    FAULTY.uniform_branch_barrier(1, 64, (x, np.int32(1)))
+    assert (x == 3).all()
+
+
+def test_crashes_in_a_kernel_become_errors_and_the_emulator_goes_on():
+    x = np.zeros(4, np.float32)
+    with pytest.raises(KernelError, match=r"null_write crashed: thread \(0,0,0\) of block "
+                                          r"\(0,0,0\) accessed invalid memory"):
+        FAULTY.null_write(1, 4, (x, np.int32(0)))
+    with pytest.raises(KernelError, match="overflowed its 32 KB stack"):
+        FAULTY.recursion(1, 1, (np.zeros(1, np.int32), np.int32(100_000)))
+    with pytest.raises(KernelError, match="divided an integer by zero"):
+        FAULTY.divide(1, 2, (np.zeros(2, np.int32), np.int32(0)))
+    y = np.zeros(2, np.int32)
+    FAULTY.divide(1, 2, (y, np.int32(7)))
+    assert list(y) == [14, 14]
+
+
+def test_device_assert_and_trap_stop_the_kernel_with_a_message():
+    line = 1 + next(i for i, text in enumerate(FAULTY.source.splitlines()) if "assert(" in text)
+    with pytest.raises(KernelError, match=rf"assertion `threadIdx.x < n` failed \(faulty.cu line "
+                                          rf"{line}\) in thread \(5,0,0\)"):
+        FAULTY.checked(1, 8, (np.zeros(8, np.int32), np.int32(5)))
+    with pytest.raises(KernelError, match=r"__trap\(\) was called in thread \(3,0,0\)"):
+        FAULTY.trap(1, 8, (np.zeros(8, np.int32), np.int32(3)))
+
+
+def test_printf_output_reaches_python_even_before_a_crash(capsys):
+    with pytest.raises(KernelError, match="crashed"):
+        FAULTY.talk(1, 3, (np.zeros(1, np.int32), np.int32(5)))
+    out = capsys.readouterr().out
+    assert "block 0 thread 0 says 5\nblock 0 thread 1 says 5\n" in out
+
+
+def test_missing_syncwarp_in_warp_synchronous_code_is_caught():
+    # The pre-Volta idiom: the last warp of a tree reduction without __syncwarp.
+    mod = build(r"""
+    extern "C" __global__ void last_warp(const float* in, float* out) {
+      volatile __shared__ float s[64];
+      const int t = threadIdx.x;
+      s[t] = in[t] + in[t + 32];
+      if (t < 16) { s[t] += s[t + 16]; s[t] += s[t + 8]; s[t] += s[t + 4];
+                    s[t] += s[t + 2]; s[t] += s[t + 1]; }
+      if (t == 0) out[0] = s[0];
+    }
+    """, "warp_sync")
+    x = np.random.default_rng(11).integers(1, 9, 64).astype(np.float32)
+    out = np.zeros(1, np.float32)
+    mod.last_warp(1, 32, (x, out))
+    assert out[0] != x.sum(), "lanes must not run in lockstep without __syncwarp"
+
+
+# --------------------------------------------------------------------------- race check
+
+
+def test_race_check_flags_a_read_of_another_threads_write():
+    mod = build(r"""
+    extern "C" __global__ void neighbour(const float* in, float* out) {
+      __shared__ float s[256];
+      s[threadIdx.x] = in[threadIdx.x];
+      out[threadIdx.x] = s[(threadIdx.x + blockDim.x - 1) % blockDim.x];  // no barrier
+    }
+    """, "race")
+    x = np.random.default_rng(12).standard_normal(256, dtype=np.float32)
+    out = np.zeros(256, np.float32)
+    mod.neighbour(1, 256, (x, out))  # forward order: thread i reads i-1, already written
+    assert np.array_equal(out[1:], x[:-1]), "forward order hides this race"
+    with pytest.raises(KernelError, match=r"kernel neighbour has a race: argument `out` comes out "
+                                          r"different when the threads run in reverse order"):
+        mod.neighbour(1, 256, (x, out), race_check=True)
+
+
+def test_race_check_accepts_float_atomics_in_any_order():
+    k = gk.load("reduce", backend="cpu").reduce_v1_atomic
+    x = np.random.default_rng(13).standard_normal(5000, dtype=np.float32)
+    out = np.zeros(1, np.float32)
+    emu.race_check(k, 20, 256, (x, out, np.int32(x.size)))
+    assert abs(out[0] - x.sum(dtype=np.float64)) < 1e-3 * np.abs(x).sum()
+
+
+# --------------------------------------------------------------------------- isolation
+
+
+def test_isolated_run_returns_results():
+    k = gk.load("vector_add", backend="cpu").vector_add_v1_naive
+    a, b = np.arange(10, dtype=np.float32), np.full(10, 0.5, np.float32)
+    out = emu.empty(10)
+    emu.run_isolated(k, 1, 32, (a, b, out, np.int32(10)), timeout=30)
+    np.testing.assert_array_equal(out, a + b)
+
+
+def test_isolated_run_stops_an_endless_loop():
+    t0 = time.perf_counter()
+    with pytest.raises(KernelError, match=r"kernel spin did not finish within 1 s"):
+        FAULTY.spin(1, 1, (np.zeros(1, np.int32), np.int32(0)), isolate=True, timeout=1)
+    assert time.perf_counter() - t0 < 15
+
+
+def test_isolated_run_reports_kernel_errors_and_crashes(capsys):
+    with pytest.raises(KernelError, match="wait at __syncthreads"):
+        FAULTY.early_return(1, 64, (np.zeros(64, np.float32), np.int32(40)), isolate=True,
+                            timeout=30)
+    with pytest.raises(KernelError, match="accessed invalid memory"):
+        FAULTY.talk(1, 2, (np.zeros(1, np.int32), np.int32(9)), isolate=True, timeout=30)
+    assert "block 0 thread 0 says 9" in capsys.readouterr().out
+    mod = build(r"""
+    extern "C" __global__ void quit(int* x) { abort(); }
+    """, "abort")
+    with pytest.raises(KernelError, match=r"crashed the process that ran it \(SIGABRT\)"):
+        mod.quit(1, 1, (np.zeros(1, np.int32),), isolate=True, timeout=30)
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGINT") or sys.platform == "win32", reason="POSIX only")
+def test_an_interrupt_stops_a_running_launch():
+    script = textwrap.dedent("""
+        import sys, numpy as np, gpucourse.kernels as gk
+        mod = gk.from_source('extern "C" __global__ void spin(int* x) '
+                             '{ volatile int* v = x; while (v[0] == 0) {} }', backend="cpu")
+        print("ready", flush=True)
+        try:
+            mod.spin(1, 1, (np.zeros(1, np.int32),))
+        except KeyboardInterrupt as exc:
+            print("stopped:", exc, flush=True)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                            cwd=ROOT)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert "stopped: kernel spin was interrupted" in out
+
+
+# --------------------------------------------------------------------------- toolchain
+
+
+def test_the_portable_context_switch_runs_kernels_correctly(monkeypatch):
+    monkeypatch.setenv("GPUCOURSE_EMU_SWITCH", "ucontext")
+    source = (gk.KERNEL_DIR / "reduce.cu").read_text() + "\n// built with ucontext\n"
+    lib = emu.build_library(source, filename="reduce.cu")
+    assert lib.switch_kind == "ucontext"
+    x = (np.random.default_rng(14).integers(-64, 65, 3001) / 8).astype(np.float32)
+    for name, shared in (("reduce_v2_shared_tree", 96 * 4), ("reduce_v3_warp_shuffle", 0)):
+        out = np.zeros(1, np.float32)
+        lib.launch(name, (32, 1, 1), (96, 1, 1), (x, out, np.int32(x.size)), shared)
+        assert out[0] == x.sum(dtype=np.float64), name
+    faulty = emu.build_library(FAULTY.source + "\n// ucontext\n", filename="faulty.cu")
+    with pytest.raises(KernelError, match="wait at __syncthreads"):
+        faulty.launch("early_return", (1, 1, 1), (64, 1, 1), (np.zeros(64, np.float32), np.int32(3)))
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86-64 only")
+def test_the_fast_switch_is_the_default_on_x86_64(monkeypatch):
+    monkeypatch.delenv("GPUCOURSE_EMU_SWITCH", raising=False)
+    assert emu.switch_kind() == "x86-64 assembly"
+
+
+def test_libraries_are_cached_by_source_hash(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUCOURSE_CACHE", str(tmp_path))
+    source = 'extern "C" __global__ void cached(int* x) { x[0] = 1; }  // cache test\n'
+    lib = emu.build_library(source, filename="cached.cu")
+    built = sorted(p.name for p in (tmp_path / "emulator").glob("cached-*.so"))
+    assert len(built) == 1 and lib.path.name == built[0]
+    assert emu.build_library(source, filename="cached.cu") is lib
+    other = emu.build_library(source, filename="cached.cu", defines={"X": 1})
+    assert other.path != lib.path
+
+
+def test_device_and_constant_globals_live_across_blocks():
+    mod = build(r"""
+    __device__ int counter;
+    __constant__ float weights[3] = {0.5f, 0.25f, 2.0f};
+    extern "C" __global__ void count(float* out) {
+      static __shared__ float scale[1];
+      if (threadIdx.x == 0) scale[0] = weights[blockIdx.x % 3];
+      __syncthreads();
+      atomicAdd(&counter, 1);
+      out[blockIdx.x * blockDim.x + threadIdx.x] = scale[0];
+    }
+    extern "C" __global__ void read(int* x) { x[0] = counter; }
+    """, "globals")
+    out = emu.empty(4 * 10)
+    mod.count(4, 10, (out,))
+    x = np.zeros(1, np.int32)
+    mod.read(1, 1, (x,))
+    assert x[0] == 40
+    np.testing.assert_array_equal(out.reshape(4, 10)[:, 0], [0.5, 0.25, 2.0, 0.5])
+
+
+def test_extra_flags_and_extra_sources_are_linked_in(tmp_path):
+    # What an instrumented build (the profiler) needs: flags for the kernel only, and
+    # C++ sources of its own linked into the same library.
+    hooks = tmp_path / "hooks.cpp"
+    hooks.write_text('extern "C" int gc_test_hook(int v) { return v + HOOK_ADD; }\n')
+    source = ('extern "C" int gc_test_hook(int v);\n'
+              'extern "C" __global__ void k(int* x) { x[threadIdx.x] = gc_test_hook(KERNEL_ADD); }\n')
+    lib = emu.build_library(source, filename="hooked.cu", extra_flags=["-DKERNEL_ADD=40"],
+                            extra_sources=[hooks], extra_source_flags=["-DHOOK_ADD=2"])
+    x = np.zeros(3, np.int32)
+    lib.launch("k", (1, 1, 1), (3, 1, 1), (x,))
+    assert list(x) == [42, 42, 42]

@@ -1,0 +1,288 @@
+"""`make gpu-check`: on a machine with a CUDA GPU, run the GPU tests and time the course's kernels.
+
+    PYTHONPATH=src python3 tools/gpu_check.py [--out DIR] [--skip-tests] [--skip-chapters]
+
+Uses the Python it is run with and installs nothing; a missing piece (CuPy, pytest, a
+chapter) is skipped with one line saying why. Steps: `pytest tests/gpu -m gpu`; every
+kernel of vector_add, copy, transpose and reduce on arrays much larger than the L2 cache,
+checked against a reference first, then timed with gpucourse.bench (median of CUDA-event
+samples); then the `gpu_check()` of each chapter module gpucourse.experiments.chN that has
+one, its dict stored under "chapters". Writes results/gpu_check-<date>.json (GPU, driver,
+date, command, figures) and prints a short table. Meant to finish in under 5 minutes.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+TEST_TIMEOUT_S = 150
+
+
+def note(what: str, why: str) -> None:
+    print(f"skip: {what}: {why}", flush=True)
+
+
+# --------------------------------------------------------------------------- tests
+
+def run_gpu_tests() -> dict:
+    try:
+        import pytest  # noqa: F401
+    except ImportError:
+        note("GPU tests", "pytest is not installed in this Python")
+        return {"status": "skipped", "reason": "pytest missing"}
+    cmd = [sys.executable, "-m", "pytest", "tests/gpu", "-m", "gpu", "-q", "-p", "no:cacheprovider"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(ROOT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    print("$ " + " ".join(["python", *cmd[1:]]), flush=True)
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=TEST_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        print(f"GPU tests did not finish within {TEST_TIMEOUT_S} s", flush=True)
+        return {"status": "timeout", "seconds": TEST_TIMEOUT_S}
+    lines = [l for l in proc.stdout.strip().splitlines() if l.strip()]
+    summary = lines[-1] if lines else proc.stderr.strip()[-200:]
+    failures = [l for l in lines if l.startswith(("FAILED", "ERROR"))]
+    print(f"GPU tests: {summary}", flush=True)
+    for line in failures[:20]:
+        print("  " + line)
+    return {"status": "passed" if proc.returncode == 0 else "failed", "summary": summary,
+            "failures": failures, "returncode": proc.returncode,
+            "seconds": round(time.perf_counter() - t0, 1)}
+
+
+# --------------------------------------------------------------------------- kernels
+
+def _sizes(cp) -> dict:
+    """Sizes well over the L2 cache (16x where memory allows), powers of two."""
+    dev = cp.cuda.Device()
+    l2 = int(dev.attributes["L2CacheSize"])
+    free, _ = cp.cuda.runtime.memGetInfo()
+    floats = 1 << max(22, math.ceil(math.log2(16 * l2 / 4)))
+    while floats * 4 * 4 > free * 0.6 and floats > 1 << 20:  # vector add holds 3 arrays (+ slack)
+        floats //= 2
+    side = 1 << (int(math.log2(floats)) // 2)
+    return {"n": floats, "side": side, "l2_bytes": l2, "sms": int(dev.attributes["MultiProcessorCount"])}
+
+
+def kernel_benchmarks() -> tuple[list[dict], dict]:
+    try:
+        import cupy as cp
+        import numpy as np
+    except ImportError:
+        note("kernel benchmarks", "CuPy is not installed in this Python (pip install cupy-cuda12x)")
+        return [], {}
+    from gpucourse import bench, kernels
+
+    sz = _sizes(cp)
+    n, side, sms = sz["n"], sz["side"], sz["sms"]
+    rng = np.random.default_rng(0)
+    rows = []
+
+    def run(file, name, fn, check, nbytes, size):
+        row = {"file": file, "kernel": name, "size": size, "bytes": nbytes}
+        try:
+            fn()
+            cp.cuda.Device().synchronize()
+            problem = check()
+            if problem:
+                row.update(correct=False, error=problem)
+                print(f"  {name}: WRONG RESULT, not timed: {problem}", flush=True)
+            else:
+                t = bench.benchmark(fn, label=name, bytes=nbytes, size=size, backend="cuda")
+                row.update(correct=True, median_s=t.median_s, p20_s=t.p20_s, p80_s=t.p80_s,
+                           gbps=t.gbps, samples=t.count)
+        except Exception as exc:  # one broken kernel must not hide the others
+            row.update(correct=False, error=f"{type(exc).__name__}: {exc}")
+            print(f"  {name}: {type(exc).__name__}: {exc}", flush=True)
+        rows.append(row)
+
+    # vector_add: 12 bytes per element.
+    mod = kernels.load("vector_add", backend="cuda")
+    a = cp.asarray(rng.standard_normal(n, dtype=np.float32))
+    b = cp.asarray(rng.standard_normal(n, dtype=np.float32))
+    out = cp.empty_like(a)
+    ref = a + b
+    for k, grid in ((mod.vector_add_v1_naive, (n + 255) // 256),
+                    (mod.vector_add_v2_grid_stride, sms * 32),
+                    (mod.vector_add_v3_float4, sms * 32)):
+        out.fill(cp.nan)
+        run("vector_add", k.name, lambda k=k, g=grid: k(g, 256, (a, b, out, np.int32(n))),
+            lambda: None if bool(cp.array_equal(out, ref)) else "differs from a + b", 12 * n, n)
+    del b, ref
+
+    # copy: 8 bytes per element whatever the stride.
+    mod = kernels.load("copy", backend="cuda")
+    out.fill(cp.nan)
+    run("copy", "copy_v1_coalesced",
+        lambda: mod.copy_v1_coalesced((n + 255) // 256, 256, (a, out, np.int32(n))),
+        lambda: None if bool(cp.array_equal(out, a)) else "differs from the input", 8 * n, n)
+    for stride in (1, 2, 8, 32):
+        threads = -(-n // stride) * stride
+        out.fill(cp.nan)
+        run("copy", f"copy_v2_strided[stride={stride}]",
+            lambda s=stride, t=threads: mod.copy_v2_strided((t + 255) // 256, 256,
+                                                            (a, out, np.int32(n), np.int32(s))),
+            lambda: None if bool(cp.array_equal(out, a)) else "differs from the input", 8 * n, n)
+
+    # transpose: side x side, 8 bytes per element.
+    mod = kernels.load("transpose", backend="cuda")
+    x = a[:side * side].reshape(side, side)
+    y = out[:side * side].reshape(side, side)
+    for k in mod:
+        y.fill(cp.nan)
+        run("transpose", k.name,
+            lambda k=k: k((side // 32, side // 32), (32, 8), (x, y, np.int32(side), np.int32(side))),
+            lambda: None if bool(cp.array_equal(y, x.T)) else "differs from in.T",
+            8 * side * side, f"{side}x{side}")
+
+    # reduce: 4 bytes per element; the result accumulates, so check the first call only.
+    mod = kernels.load("reduce", backend="cuda")
+    total = cp.zeros(1, np.float32)
+    want = float(cp.sum(a, dtype=np.float64).get())
+    scale = float(cp.sum(cp.abs(a), dtype=np.float64).get())
+    for k, block, grid in ((mod.reduce_v1_atomic, 256, (n + 255) // 256),
+                           (mod.reduce_v2_shared_tree, 256, (n + 255) // 256),
+                           (mod.reduce_v3_warp_shuffle, 256, (n + 255) // 256),
+                           (mod.reduce_v4_grid_stride, 512, sms * 4)):
+        shared = block * 4 if "tree" in k.name else 0
+        total.fill(0)
+        run("reduce", k.name,
+            lambda k=k, b=block, g=grid, s=shared: k(g, b, (a, total, np.int32(n)), shared_mem=s),
+            lambda: (None if abs(float(total.get()[0]) - want) <= 1e-5 * scale
+                     else f"sum {float(total.get()[0])} vs {want}"), 4 * n, n)
+    return rows, sz
+
+
+def print_table(rows: list[dict]) -> None:
+    print(f"\n{'kernel':36s} {'size':>12s} {'median':>11s} {'GB/s':>8s}")
+    for r in rows:
+        if r.get("correct"):
+            print(f"{r['kernel']:36s} {str(r['size']):>12s} {r['median_s'] * 1e3:9.3f} ms "
+                  f"{r['gbps']:8.0f}")
+        else:
+            print(f"{r['kernel']:36s} {str(r['size']):>12s} {'failed':>11s}  {r.get('error', '')[:60]}")
+
+
+# --------------------------------------------------------------------------- chapters
+
+def chapter_checks(budget_end: float, save=lambda: None, record=None) -> dict:
+    out = {} if record is None else record.setdefault("chapters", {})
+    for n in range(1, 10):
+        name = f"gpucourse.experiments.ch{n}"
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:
+                continue
+            note(f"chapter {n}", f"{name} needs {exc.name}, which is not installed")
+            out[str(n)] = {"status": "skipped", "reason": f"missing {exc.name}"}
+            continue
+        check = getattr(module, "gpu_check", None)
+        if check is None:
+            continue
+        if time.perf_counter() > budget_end:
+            note(f"chapter {n}", "the time budget of this run is spent")
+            out[str(n)] = {"status": "skipped", "reason": "time budget spent"}
+            continue
+        t0 = time.perf_counter()
+        print(f"chapter {n}: gpu_check() ...", flush=True)
+        try:
+            result = check()
+            out[str(n)] = {"status": "ok", "seconds": round(time.perf_counter() - t0, 1),
+                           "result": result}
+            print(f"chapter {n}: done in {time.perf_counter() - t0:.1f} s", flush=True)
+        except Exception as exc:
+            out[str(n)] = {"status": "error", "error": f"{type(exc).__name__}: {exc}",
+                           "trace": traceback.format_exc()[-2000:]}
+            print(f"chapter {n}: {type(exc).__name__}: {exc}", flush=True)
+        save()
+    return out
+
+
+def _jsonable(obj):
+    try:
+        import numpy as np
+    except ImportError:
+        np = None
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if np is not None and isinstance(obj, np.generic):
+        return obj.item()
+    if np is not None and isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if hasattr(obj, "to_dict"):
+        return _jsonable(obj.to_dict())
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, (str, int, float, bool)) or obj is None:
+        return obj
+    return str(obj)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(ROOT / "results"), help="folder for the JSON file")
+    parser.add_argument("--skip-tests", action="store_true")
+    parser.add_argument("--skip-chapters", action="store_true")
+    parser.add_argument("--budget-s", type=float, default=270,
+                        help="chapters are skipped once this many seconds have passed")
+    args = parser.parse_args()
+    start = time.perf_counter()
+
+    from gpucourse import device
+
+    if not device.cuda_available():
+        print("no CUDA GPU works here (neither CuPy nor PyTorch sees one): nothing to check.")
+        return 1
+    os.environ.setdefault("GPUCOURSE_DEVICE", "cuda")
+    info = device.describe()
+    print(f"GPU: {info.name}, driver {info.driver_version}, CUDA runtime {info.runtime_version}",
+          flush=True)
+    record = {"gpu": info.name, "driver": info.driver_version, "runtime": info.runtime_version,
+              "compute_capability": info.compute_capability, "device": info.to_dict(),
+              "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+              "command": "python " + " ".join([os.path.relpath(__file__, ROOT), *sys.argv[1:]]),
+              "platform": device.platform_summary()}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"gpu_check-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
+
+    def save():  # after every step, so that a run cut short keeps what it measured
+        record["seconds"] = round(time.perf_counter() - start, 1)
+        path.write_text(json.dumps(_jsonable(record), indent=2))
+
+    record["tests"] = {"status": "skipped"} if args.skip_tests else run_gpu_tests()
+    save()
+    rows, sizes = kernel_benchmarks()
+    record["kernel_sizes"] = sizes
+    record["kernels"] = rows
+    if rows:
+        print_table(rows)
+    save()
+    record["chapters"] = {} if args.skip_chapters else chapter_checks(start + args.budget_s, save, record)
+    save()
+    print(f"\nwrote {path} ({record['seconds']:.0f} s)")
+    bad = (record["tests"].get("status") not in ("passed", "skipped")
+           or any(not r.get("correct") for r in rows)
+           or any(c.get("status") == "error" for c in record["chapters"].values()))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
