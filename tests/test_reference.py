@@ -37,3 +37,13 @@ def test_bad_files_are_rejected_never_plotted(tmp_path, content, match):
 
 def test_shipped_reference_files_are_valid():
     assert ref.problems() == []
+
+
+def test_sections_keep_their_own_provenance(tmp_path):
+    ref.write({"kernels": {"copy": 1.0}}, gpu="G", command="first", folder=tmp_path,
+              date="2026-01-01")
+    ref.write({"ch1": {"x": 2.0}}, gpu="G", command="second", folder=tmp_path, date="2026-02-02")
+    (r1, v1), = ref.find("kernels", "copy", folder=tmp_path)
+    (r2, v2), = ref.find("ch1", "x", folder=tmp_path)
+    assert (v1, r1.date, r1.command) == (1.0, "2026-01-01", "first")
+    assert (v2, r2.date, r2.command) == (2.0, "2026-02-02", "second")

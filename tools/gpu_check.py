@@ -235,11 +235,33 @@ def _jsonable(obj):
     return str(obj)
 
 
+def write_reference(record: dict) -> Path:
+    """Save what was measured as the course's reference data for this GPU.
+
+    Notebooks overlay it on CPU runs and on other GPUs, labelled with GPU, date and command.
+    Only sections that ran are updated; the file keeps the others.
+    """
+    from gpucourse import reference
+
+    results = {}
+    if record.get("kernels"):
+        results["kernels"] = {"sizes": record.get("kernel_sizes", {}),
+                              "rows": [r for r in record["kernels"] if r.get("correct")]}
+    for n, chapter in (record.get("chapters") or {}).items():
+        if isinstance(chapter, dict) and chapter.get("status") == "ok" \
+                and isinstance(chapter.get("result"), dict):
+            results[f"ch{n}"] = chapter["result"]
+    return reference.write(_jsonable(results), gpu=record["gpu"], command=record["command"],
+                           driver=str(record.get("driver") or ""), date=record["date"][:10])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / "results"), help="folder for the JSON file")
     parser.add_argument("--skip-tests", action="store_true")
     parser.add_argument("--skip-chapters", action="store_true")
+    parser.add_argument("--no-reference", action="store_true",
+                        help="do not update src/gpucourse/data/reference/<gpu>.json")
     parser.add_argument("--budget-s", type=float, default=270,
                         help="chapters are skipped once this many seconds have passed")
     args = parser.parse_args()
@@ -278,6 +300,8 @@ def main() -> int:
     record["chapters"] = {} if args.skip_chapters else chapter_checks(start + args.budget_s, save, record)
     save()
     print(f"\nwrote {path} ({record['seconds']:.0f} s)")
+    if not args.no_reference:
+        print(f"reference data: {write_reference(record)}")
     bad = (record["tests"].get("status") not in ("passed", "skipped")
            or any(not r.get("correct") for r in rows)
            or any(c.get("status") == "error" for c in record["chapters"].values()))

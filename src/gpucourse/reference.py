@@ -113,20 +113,52 @@ def problems(folder=FOLDER) -> list[str]:
     return out
 
 
-def find(section: str, *keys: str, folder=FOLDER) -> list[tuple[Reference, Any]]:
-    """(reference, value) for every GPU that has ``section``/``keys``."""
-    return [(r, v) for r in available(folder) if (v := r.get(section, *keys)) is not None]
+PROVENANCE = "_provenance"
+
+
+def section(ref: Reference, name: str) -> Reference:
+    """``ref`` with the date and command of one section (sections may come from separate runs)."""
+    node = ref.results.get(name)
+    prov = node.get(PROVENANCE) if isinstance(node, dict) else None
+    if not isinstance(prov, dict):
+        return ref
+    return Reference(gpu=ref.gpu, date=str(prov.get("date", ref.date))[:10],
+                     command=str(prov.get("command", ref.command)), results=ref.results,
+                     driver=ref.driver, path=ref.path)
+
+
+def find(name: str, *keys: str, folder=FOLDER) -> list[tuple[Reference, Any]]:
+    """(reference, value) for every GPU that has section ``name``/``keys``.
+
+    The Reference returned carries that section's own date and command.
+    """
+    return [(section(r, name), v) for r in available(folder)
+            if (v := r.get(name, *keys)) is not None]
 
 
 def write(results: dict, gpu: str, command: str, driver: str = "", folder=FOLDER,
-          date: str | None = None) -> pathlib.Path:
-    """Write a reference file for ``gpu`` and return its path."""
-    data = {"format": FORMAT, "version": VERSION, "gpu": gpu,
-            "date": date or _dt.date.today().isoformat(), "command": command, "driver": driver,
-            "results": results}
-    validate(data)
+          date: str | None = None, merge: bool = True) -> pathlib.Path:
+    """Write (or update) the reference file for ``gpu`` and return its path.
+
+    Each section records its own date and command, so a run that measures only some
+    sections updates those and keeps the others (with their provenance).
+    """
+    date = date or _dt.date.today().isoformat()
     folder = pathlib.Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{slug(gpu)}.json"
+    merged: dict = {}
+    if merge and path.exists():
+        try:
+            merged = dict(load(path).results)
+        except ReferenceError:
+            merged = {}
+    for name, value in results.items():
+        if isinstance(value, dict):
+            value = {**value, PROVENANCE: {"date": date, "command": command}}
+        merged[name] = value
+    data = {"format": FORMAT, "version": VERSION, "gpu": gpu, "date": date, "command": command,
+            "driver": driver, "results": merged}
+    validate(data)
+    folder.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return path
