@@ -85,11 +85,12 @@ def check_vector_add(b: Backend, k, n: int, block: int, grid: int | None = None)
     np.testing.assert_array_equal(b.get(out), x + y)
 
 
-def check_copy(b: Backend, k, n: int, block: int, stride: int | None = None):
+def check_copy(b: Backend, k, n: int, block: int, stride: int | None = None,
+               grid: int | None = None):
     x = _rng(k.name, n, block, stride).standard_normal(n, dtype=np.float32)
     out = b.empty(n)
     if stride is None:
-        k(math.ceil(n / block), block, (b.put(x), out, np.int32(n)))
+        k(grid or math.ceil(n / block), block, (b.put(x), out, np.int32(n)))
     else:
         threads = math.ceil(n / stride) * stride
         k(math.ceil(threads / block), block, (b.put(x), out, np.int32(n), np.int32(stride)))
@@ -137,6 +138,9 @@ def _cases() -> list[Case]:
     for n in SIZES[:4]:
         for block in (128, 33):
             cases.append(Case("copy", "copy_v1_coalesced", check_copy, {"n": n, "block": block}))
+            for grid in (None, 3):  # a small grid makes the float4 version loop
+                cases.append(Case("copy", "copy_v3_float4", check_copy,
+                                  {"n": n, "block": block, "grid": grid}))
             for stride in (1, 2, 7, 32, 33):
                 cases.append(Case("copy", "copy_v2_strided", check_copy,
                                   {"n": n, "block": block, "stride": stride}))

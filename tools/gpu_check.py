@@ -130,6 +130,10 @@ def kernel_benchmarks() -> tuple[list[dict], dict]:
     run("copy", "copy_v1_coalesced",
         lambda: mod.copy_v1_coalesced((n + 255) // 256, 256, (a, out, np.int32(n))),
         lambda: None if bool(cp.array_equal(out, a)) else "differs from the input", 8 * n, n)
+    out.fill(cp.nan)
+    run("copy", "copy_v3_float4",
+        lambda: mod.copy_v3_float4(sms * 32, 256, (a, out, np.int32(n))),
+        lambda: None if bool(cp.array_equal(out, a)) else "differs from the input", 8 * n, n)
     for stride in (1, 2, 8, 32):
         threads = -(-n // stride) * stride
         out.fill(cp.nan)
