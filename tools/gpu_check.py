@@ -303,6 +303,14 @@ def main() -> int:
     save()
     record["chapters"] = {} if args.skip_chapters else chapter_checks(start + args.budget_s, save, record)
     save()
+    # The emulator profiler's counters against Nsight Compute's (skips itself without ncu).
+    sys.path.insert(0, str(ROOT / "tools"))
+    import ncu_compare
+
+    ncu_json = out / "ncu_compare.json"
+    ncu_compare.main(["--json", str(ncu_json)])
+    record["ncu_compare"] = str(ncu_json) if ncu_json.exists() else "skipped"
+    save()
     print(f"\nwrote {path} ({record['seconds']:.0f} s)")
     if not args.no_reference:
         print(f"reference data: {write_reference(record)}")

@@ -24,8 +24,12 @@ def __getattr__(name):
         from .bench import benchmark
 
         return benchmark
+    if name == "profile":
+        from .profiler import profile
+
+        return profile
     raise AttributeError(f"module 'gpucourse' has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted(list(globals()) + list(_SUBMODULES) + ["banner", "benchmark"])
+    return sorted(list(globals()) + list(_SUBMODULES) + ["banner", "benchmark", "profile"])

@@ -8,18 +8,24 @@ how many lanes of a warp hit one address; active lanes per warp-level basic bloc
 barriers executed; and all of it per line of the ``.cu`` file::
 
     mod = gc.kernels.load("transpose")
-    p = gc.profiler.profile(mod.transpose_v1_naive, (8, 8), (32, 8), (a, out, np.int32(256), np.int32(256)))
-    p                         # a table in a notebook; print(p) as text
-    p.global_store.sectors_per_request       # 32.0: every lane its own sector
-    p.model_time("T4")        # a modelled time on a GPU of the spec table, labelled as a model
+    args = (a, out, np.int32(256), np.int32(256))      # a: 256 x 256 float32
+    p = gc.profiler.profile(mod.transpose_v1_naive, (8, 8), (32, 8), args)
+    p                                   # a table in a notebook; print(p) as text
+    p.global_store.sectors_per_request  # 32.0: every lane of a store in its own sector
+    p.line(26)                          # the rows of one source line
+    p.model_time("T4")                  # a modelled time on a GPU of the spec table
 
 The counts are measured, not modelled: they follow from the addresses the kernel computes,
 grouped as a GPU groups them (the k-th execution of an instruction by each lane of a warp
 since the last ``__syncthreads`` is one request). They come from the CPU build of the
-kernel, so where g++ compiles differently from nvcc (a branch turned into a select, two
-loads merged) the instruction mix can differ; the addresses cannot. Caches are not
+kernel, so where g++ compiles differently from nvcc (a branch turned into a select, a loop
+left rolled that nvcc unrolls) the branches can differ; the addresses cannot. Caches are not
 simulated: a sector counts once per request that touches it. Arrays passed as arguments
-are taken to start on a 256-byte boundary, as ``cudaMalloc`` places them.
+are taken to start on a 256-byte boundary, as ``cudaMalloc`` places them. Grouping by
+occurrence is exact for the usual shapes of divergence (if/else, loops whose lanes stop at
+different counts); when lanes skip an instruction in different iterations of one loop,
+their occurrences are grouped as if they had run in step. The accesses of a warp between
+two barriers are kept until the barrier, so memory grows with a warp's accesses per epoch.
 
 How: the kernel is compiled with ``-fsanitize=thread`` (every load and store calls a hook
 with its address) and ``-fsanitize-coverage=trace-pc`` (every basic block calls a hook),
@@ -29,6 +35,7 @@ information maps each instruction to its line. Linux (ELF, GNU-compatible linker
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import html
 import json
@@ -55,10 +62,6 @@ PRELUDE = HERE / "profile_prelude.h"
 #: Fixed cost of one kernel launch in the time model: measured launch overheads on current
 #: GPUs are a few microseconds; 3 us is a round order of magnitude, not a measurement.
 LAUNCH_OVERHEAD_S = 3e-6
-#: Shared memory serves one wavefront (32 banks x 4 bytes) per clock per SM on every
-#: architecture the spec table lists.
-SHARED_BYTES_PER_CLOCK = 128
-
 # Counters per instruction, in the order of enum Stat in hooks.cpp.
 _STATS = ("g_requests", "g_lanes", "g_sectors", "g_lines", "g_bytes",
           "s_requests", "s_lanes", "s_wavefronts", "s_phases", "s_ways_sum", "s_ways_max",
@@ -217,18 +220,22 @@ class ModelTime(models._ModelResult):
                 f"(bound by {self.bound})")
 
     def _rows(self):
-        return [
+        rows = [
             ("launch overhead", models._seconds(self.launch_s)),
             ("global memory", f"{models._seconds(self.dram_s)}: {models._bytes(self.dram_bytes)} in "
                               f"sectors over the DRAM bandwidth, every request's sectors moved"),
             ("  with perfect caching", f"{models._seconds(self.cached_dram_s)}: each of the "
                                        f"{models._bytes(self.unique_bytes)} touched moved once"),
-            ("shared memory", f"{models._seconds(self.shared_s)}: {self.shared_wavefronts:,} "
-                              f"wavefronts, one per clock on each of {self.sms_used} SMs"),
-            ("same-address atomics", f"{models._seconds(self.atomic_s)}: {self.hottest_atomic_ops:,} "
-                                     f"on the busiest address, one per clock"),
-            ("assumes", self.notes),
         ]
+        if self.shared_wavefronts:
+            rows.append(("shared memory", f"{models._seconds(self.shared_s)}: "
+                                          f"{self.shared_wavefronts:,} wavefronts, one per clock "
+                                          f"on each of {self.sms_used} SMs"))
+        if self.hottest_atomic_ops:
+            rows.append(("same-address atomics", f"{models._seconds(self.atomic_s)}: "
+                                                 f"{self.hottest_atomic_ops:,} on the busiest "
+                                                 f"address, one after another at one per clock"))
+        return rows + [("assumes", self.notes)]
 
 
 # --------------------------------------------------------------------------- the profile
@@ -280,8 +287,8 @@ class Profile:
         """A modelled time on a GPU of the spec table (``gc.specs.names()``): a model.
 
         launch overhead + the slowest of: sector bytes over the DRAM bandwidth, shared-memory
-        wavefronts at one per clock per SM, and atomics on the busiest address at one per
-        clock. Arithmetic, latency and occupancy are not modelled.
+        wavefronts at one per clock per SM, and global atomics on the busiest address at one
+        per clock. Arithmetic, latency and occupancy are not modelled.
         """
         spec = specs.lookup(gpu)
         clock, how = _clock_hz(spec)
@@ -348,23 +355,31 @@ class Profile:
                                              f"distinct sectors in the arguments"))
         return rows
 
-    def _line_cells(self, r: LineStat) -> list[str]:
+    def shown_lines(self) -> list[LineStat]:
+        """The rows worth showing: every access, and branches where lanes sat idle."""
+        return [r for r in self.lines if r.access != "branch" or r.active_lanes < models.WARP_SIZE]
+
+    _HEAD = ["line", "access", "requests", "lanes", "sectors/req", "efficiency", "banks",
+             "same address", "code"]
+
+    @staticmethod
+    def _line_cells(r: LineStat) -> list[str]:
         c = r.counters
         cells = [str(r.line), r.access]
         if r.access == "branch":
-            return cells + [f"{r.warp_blocks:,}", f"{r.active_lanes:.1f}", "", "", ""]
-        if r.access == "local":
-            return cells + [f"{r.local_accesses:,}", "", "", "", ""]
-        cells += [f"{c.requests:,}", f"{c.active_lanes:.1f}"]
-        if r.access.startswith("global"):
-            cells += [f"{c.sectors_per_request:.2f}", f"{c.efficiency:.0%}"]
+            cells += [f"{r.warp_blocks:,}", f"{r.active_lanes:.1f}", "", "", "", ""]
+        elif r.access == "local":
+            cells += [f"{r.local_accesses:,}", "", "", "", "", ""]
         else:
-            cells += [_ways(c, short=True), ""]
-        cells.append(f"{c.same_address_per_request:.1f}" if r.access.endswith("atomic") else "")
-        return cells
-
-    _HEAD = ["line", "access", "requests", "lanes", "sectors/req | banks", "efficiency",
-             "same address"]
+            cells += [f"{c.requests:,}", f"{c.active_lanes:.1f}"]
+            atomic = r.access.endswith("atomic")
+            if r.access.startswith("global"):
+                # An atomic asks for its bytes to be changed, not moved: no efficiency.
+                cells += [f"{c.sectors_per_request:.2f}", "" if atomic else f"{c.efficiency:.0%}", ""]
+            else:
+                cells += ["", "", _ways(c, short=True)]
+            cells.append(f"{c.same_address_per_request:.1f}" if atomic else "")
+        return cells + [r.code]
 
     def __str__(self) -> str:
         out = [self._title()]
@@ -372,13 +387,16 @@ class Profile:
         width = max(len(k) for k, _ in rows)
         out += [f"  {k:<{width}}  {v}" for k, v in rows]
         out += [f"  warning: {w}" for w in self.warnings]
-        if self.lines:
-            table = [self._HEAD] + [self._line_cells(r) + [r.code] for r in self.lines]
-            table[0] = table[0] + ["code"]
-            widths = [max(len(row[i]) for row in table) for i in range(len(table[0]) - 1)]
-            out.append("per line:")
+        shown = self.shown_lines()
+        if shown:
+            table = [self._HEAD] + [self._line_cells(r) for r in shown]
             for row in table:
-                cells = [row[i].rjust(widths[i]) if i != 1 else row[i].ljust(widths[i])
+                if len(row[-1]) > 60:
+                    row[-1] = row[-1][:57] + "..."
+            widths = [max(len(row[i]) for row in table) for i in range(len(self._HEAD) - 1)]
+            out.append("per line (branches only where lanes sat idle):")
+            for row in table:
+                cells = [row[i].ljust(widths[i]) if i == 1 else row[i].rjust(widths[i])
                          for i in range(len(widths))]
                 out.append("  " + "  ".join(cells) + "  " + row[-1])
         return "\n".join(out)
@@ -391,12 +409,13 @@ class Profile:
         summary = "".join(f"<tr><th style='text-align:left'>{esc(k)}</th>"
                           f"<td style='text-align:left'>{esc(v)}</td></tr>" for k, v in self.summary())
         warn = "".join(f"<p>warning: {esc(w)}</p>" for w in self.warnings)
-        head = "".join(f"<th>{esc(h)}</th>" for h in self._HEAD + ["code"])
+        head = "".join(f"<th>{esc(h)}</th>" for h in self._HEAD)
         body = "".join(
-            "<tr>" + "".join(f"<td>{esc(c)}</td>" for c in self._line_cells(r))
-            + f"<td style='text-align:left'><code>{esc(r.code)}</code></td></tr>"
-            for r in self.lines)
+            "<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells[:-1])
+            + f"<td style='text-align:left'><code>{esc(cells[-1])}</code></td></tr>"
+            for cells in map(self._line_cells, self.shown_lines()))
         return (f"<div><b>{esc(self._title())}</b><table>{summary}</table>{warn}"
+                f"<p>per line (branches only where lanes sat idle):</p>"
                 f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>")
 
 
@@ -425,6 +444,7 @@ _lock = threading.RLock()
 _builds: dict = {}
 
 
+@functools.lru_cache(maxsize=None)
 def _toolchain_check() -> str:
     import sys
 
@@ -466,14 +486,21 @@ class _Build:
 
         version = hashlib.sha256(HOOKS.read_bytes() + PRELUDE.read_bytes()).hexdigest()[:12]
         flags = ("-g", "-fsanitize=thread", "-fsanitize-coverage=trace-pc",
-                 # One source-level access, one hook call: no merging into vector accesses,
-                 # which nvcc would not do the same way.
-                 "-fno-tree-vectorize", "-fno-tree-slp-vectorize",
+                 # One source-level access, one hook call, as nvcc issues them: no merging
+                 # of scalars into vector accesses, and no splitting of a float4 copy into
+                 # four float accesses (scalar replacement of aggregates).
+                 "-fno-tree-vectorize", "-fno-tree-slp-vectorize", "-fno-tree-sra",
                  "-include", str(PRELUDE), f"-DGCPROF_VERSION={version}",
                  "-L", str(_stub_runtime_dir()), "-Wl,--wrap=__gcemu_block_barrier")
-        self.library = build_library(module.source, filename=module.filename,
-                                     defines=module.defines, extra_flags=flags,
-                                     extra_sources=(HOOKS,))
+        try:
+            self.library = build_library(module.source, filename=module.filename,
+                                         defines=module.defines, extra_flags=flags,
+                                         extra_sources=(HOOKS,))
+        except OSError as exc:
+            why = ("the kernel uses something the profiler cannot observe"
+                   if "undefined symbol" in str(exc) else "check the cache folder and the compiler")
+            raise ProfilerError(f"{module.filename}: the profiling build does not load ({exc}); "
+                                f"{why}.") from None
         self.filename = module.filename
         self.source_lines = module.source.splitlines()
         self.addr2line = addr2line
@@ -588,20 +615,18 @@ def _kernel_parts(kernel):
 
 
 def _host(args, params):
-    """Arguments as the emulator takes them: device arrays copied to the host."""
-    from ..device import to_host
-
+    """Arguments as the emulator takes them: CuPy arrays copied to the host."""
     if not isinstance(args, (tuple, list)):
         return args, {}
-    host, copies = [], {}
+    host, copies = list(args), {}
     for i, (a, p) in enumerate(zip(args, params)):
-        if p.pointer and not isinstance(a, np.ndarray) and hasattr(a, "dtype") and hasattr(a, "shape"):
-            h = np.ascontiguousarray(to_host(a))
-            copies[i] = h
-            host.append(h)
-        else:
-            host.append(a)
-    return host + list(args[len(host):]), copies
+        if p.pointer and type(a).__module__.startswith("cupy") and hasattr(a, "get"):
+            copies[i] = host[i] = np.ascontiguousarray(a.get())
+    return host, copies
+
+
+def _ptr(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
 
 
 def _root_pointer(a: np.ndarray) -> int:
@@ -630,7 +655,8 @@ def profile(kernel, grid, block, args, shared_mem=0) -> Profile:
     host, copies = _host(args, signature.params)
     check_args(name, signature.params, host, "cpu")
     tool = _toolchain_check()
-    key = (module.source, module.filename, tuple(sorted((str(k), repr(v)) for k, v in module.defines.items())))
+    key = (module.source, module.filename,
+           tuple(sorted((str(k), repr(v)) for k, v in module.defines.items())))
     try:
         stack_kb = int(os.environ.get("GPUCOURSE_EMU_STACK_KB", DEFAULT_STACK_KB))
     except ValueError:
@@ -655,12 +681,11 @@ def profile(kernel, grid, block, args, shared_mem=0) -> Profile:
         sizes = np.zeros(n, np.uint32)
         skips = np.zeros(n, np.uint8)
         stats = np.zeros((n, len(_STATS)), np.uint64)
-        build.dll.gcprof_read(pcs.ctypes.data, kinds.ctypes.data, sizes.ctypes.data,
-                              skips.ctypes.data, stats.ctypes.data, n)
+        build.dll.gcprof_read(_ptr(pcs), _ptr(kinds), _ptr(sizes), _ptr(skips), _ptr(stats), n)
         totals = np.zeros(len(_TOTALS), np.uint64)
-        build.dll.gcprof_totals(totals.ctypes.data)
+        build.dll.gcprof_totals(_ptr(totals))
         unique = np.zeros(max(1, len(arrays)), np.uint64)
-        build.dll.gcprof_unique_sectors(unique.ctypes.data)
+        build.dll.gcprof_unique_sectors(_ptr(unique))
         offsets = [int(p) - build.base for p in pcs[1:]]
         build.resolve(offsets, {o: int(k) for o, k in zip(offsets, kinds[1:])})
     for i, h in copies.items():  # results back to the caller's device arrays

@@ -30,7 +30,10 @@
 #define GCPROF_HOOK extern "C" __attribute__((visibility("hidden")))
 
 enum { MAX_THREADS = 1024, MAX_WARPS = 32, MAX_IDS = 4096, CACHE_SLOTS = 8192,
-       DYN_SHARED_BYTES = 48 * 1024, MAX_RANGES = 64 };
+       DYN_SHARED_BYTES = 48 * 1024, MAX_RANGES = 64,
+       // Counters of one instruction per thread, padded: rows 8 KB apart would all fall
+       // in the same sets of the L1 cache.
+       COUNT_ROW = MAX_THREADS + 24 };
 enum Kind : uint8_t { K_READ = 0, K_WRITE = 1, K_ATOMIC = 2, K_BLOCK = 3 };
 
 // Per-instruction counters, read by Python in this order (keep in step with profiler/__init__.py).
@@ -67,10 +70,13 @@ static uint64_t g_stat[MAX_IDS][NSTAT];
 static uint64_t g_total[NTOTAL];
 // Indexed by instruction first: consecutive threads run one after another, so their
 // counters of one instruction should share cache lines and pages.
-static Count* g_count;    // [MAX_IDS][MAX_THREADS]
+static Count* g_count;    // [MAX_IDS][COUNT_ROW]
 static Groups* g_groups;  // [MAX_IDS][MAX_WARPS]
 static uint32_t* g_pending;  // (warp, id) pairs with requests in this epoch
 static uint32_t g_npending;
+static uint32_t g_block_epoch[MAX_IDS];      // basic blocks executed in this epoch
+static uint32_t g_blocks_touched[MAX_IDS];
+static uint32_t g_nblocks_touched;
 static uint32_t g_epoch = 1;
 static uint64_t g_block = ~0ull;
 static int g_threads, g_arrived;
@@ -92,7 +98,7 @@ static void* zeroed(size_t bytes) {  // lazily committed, zero-filled
 
 static int ensure_tables(void) {
   if (g_count) return 0;
-  g_count = (Count*)zeroed(sizeof(Count) * (size_t)MAX_THREADS * MAX_IDS);
+  g_count = (Count*)zeroed(sizeof(Count) * (size_t)COUNT_ROW * MAX_IDS);
   g_groups = (Groups*)zeroed(sizeof(Groups) * (size_t)MAX_WARPS * MAX_IDS);
   g_pending = (uint32_t*)zeroed(sizeof(uint32_t) * (size_t)MAX_WARPS * MAX_IDS);
   return g_count && g_groups && g_pending ? 0 : -1;
@@ -146,22 +152,24 @@ static inline int shared_address(uintptr_t a) {
          (a - (uintptr_t)__gcemu_dynamic_shared_buf < (uintptr_t)DYN_SHARED_BYTES);
 }
 
-// Address as on a GPU: inside an argument, relative to a 256-byte aligned start. Marks
-// the sectors in the argument's map of sectors touched during the launch.
-static inline uintptr_t device_address(uintptr_t a, uint32_t size) {
+// The array argument holding address a, or NULL.
+static inline const Range* range_of(uintptr_t a) {
   int r = g_last_range;
   if (r >= g_nranges || a < g_range[r].lo || a >= g_range[r].hi) {
     for (r = 0; r < g_nranges; r++)
       if (a >= g_range[r].lo && a < g_range[r].hi) break;
-    if (r == g_nranges) return a;
+    if (r == g_nranges) return NULL;
     g_last_range = r;
   }
-  const Range& R = g_range[r];
-  const uintptr_t v = a + R.shift;
-  const uintptr_t first = (v >> 5) - ((R.lo + R.shift) >> 5);
-  const uintptr_t last = ((v + size - 1) >> 5) - ((R.lo + R.shift) >> 5);
-  for (uintptr_t s = first; s <= last && s < R.nbits; s++) R.bits[s >> 6] |= 1ull << (s & 63);
-  return v;
+  return &g_range[r];
+}
+
+// Marks sectors s0..s1 of R (device addresses >> 5) in its map of sectors touched.
+static inline void mark_sectors(const Range* R, uintptr_t s0, uintptr_t s1) {
+  if (!R || !R->nbits) return;
+  const uintptr_t first = (R->lo + R->shift) >> 5;
+  uint64_t* bits = R->bits;
+  for (uintptr_t s = s0 - first; s <= s1 - first && s < R->nbits; s++) bits[s >> 6] |= 1ull << (s & 63);
 }
 
 static inline void sort_small(uintptr_t* v, int n) {  // insertion sort: lanes are mostly in order
@@ -205,6 +213,7 @@ static void hot_add(uint64_t key, uint64_t n) {
 }
 
 // Distinct addresses and the most lanes on one address, from sorted addresses.
+// (Atomics only: for them the same address means operations one after another.)
 static inline void same_address(uint64_t* st, const uintptr_t* v, int n, int global_atomic) {
   int distinct = 0, most = 0;
   for (int i = 0; i < n;) {
@@ -220,28 +229,74 @@ static inline void same_address(uint64_t* st, const uintptr_t* v, int n, int glo
   if ((uint64_t)most > st[S_SAME_MAX]) st[S_SAME_MAX] = (uint64_t)most;
 }
 
-static void measure_global(uint64_t* st, uintptr_t* v, int n, uint32_t size, int atomic) {
-  sort_small(v, n);
-  // Sectors and lines: with starts in order and one size, ends are in order too, so a
-  // sector is new exactly when it lies past the last one counted.
-  uint64_t sectors = 0, lines = 0, bytes = 0;
+struct Traffic { uint64_t sectors, lines, bytes; };
+
+// Sectors, lines and distinct bytes of sorted device addresses, each access `size` bytes.
+// The sectors are marked in R's map of sectors touched (R: the argument, or NULL).
+static inline Traffic traffic(const uintptr_t* v, int n, uint32_t size, const Range* R) {
+  Traffic t = {0, 0, 0};
+  uintptr_t any = 0;
+  for (int i = 0; i < n; i++) any |= v[i];
+  if (size <= 32 && !(size & (size - 1)) && !(any & (size - 1))) {
+    // Aligned to its size (the usual case): each lane in one sector and one line, and two
+    // lanes overlap only at the same address.
+    const uintptr_t first = R ? (R->lo + R->shift) >> 5 : 0;
+    uintptr_t last_a = ~(uintptr_t)0, last_s = ~(uintptr_t)0, last_l = ~(uintptr_t)0;
+    for (int i = 0; i < n; i++) {
+      const uintptr_t a = v[i], sec = a >> 5, line = a >> 7;
+      if (a != last_a) { t.bytes += size; last_a = a; }
+      if (sec != last_s) {
+        t.sectors++;
+        last_s = sec;
+        if (R && sec - first < R->nbits) R->bits[(sec - first) >> 6] |= 1ull << ((sec - first) & 63);
+      }
+      if (line != last_l) { t.lines++; last_l = line; }
+    }
+    return t;
+  }
+  // In general: with starts in order and one size, ends are in order too, so a sector
+  // (line) is new exactly when it lies past the last one counted.
   uintptr_t last_sector = 0, last_line = 0, covered_to = 0;
   for (int i = 0; i < n; i++) {
     const uintptr_t a = v[i], e = a + size;
     uintptr_t s0 = a >> 5, s1 = (e - 1) >> 5, l0 = a >> 7, l1 = (e - 1) >> 7;
     if (i && s0 <= last_sector) s0 = last_sector + 1;
-    if (s0 <= s1) { sectors += s1 - s0 + 1; last_sector = s1; }
+    if (s0 <= s1) {
+      t.sectors += s1 - s0 + 1;
+      last_sector = s1;
+      mark_sectors(R, s0, s1);
+    }
     if (i && l0 <= last_line) l0 = last_line + 1;
-    if (l0 <= l1) { lines += l1 - l0 + 1; last_line = l1; }
+    if (l0 <= l1) { t.lines += l1 - l0 + 1; last_line = l1; }
     const uintptr_t from = (i && a < covered_to) ? covered_to : a;
-    if (e > from) { bytes += e - from; covered_to = e; }
+    if (e > from) { t.bytes += e - from; covered_to = e; }
   }
+  return t;
+}
+
+static void measure_global(uint64_t* st, uintptr_t* v, int n, uint32_t size, int atomic) {
+  sort_small(v, n);
+  // Device addresses: an instruction nearly always accesses one argument, so one shift
+  // (to the array's 256-byte aligned start) applies to every lane; else lane by lane.
+  const Range* R = range_of(v[0]);
+  if (R && v[n - 1] < R->hi) {
+    for (int i = 0; i < n; i++) v[i] += R->shift;
+  } else {
+    for (int i = 0; i < n; i++) {
+      const Range* L = range_of(v[i]);
+      v[i] += L ? L->shift : 0;
+      mark_sectors(L, v[i] >> 5, (v[i] + size - 1) >> 5);
+    }
+    sort_small(v, n);
+    R = NULL;  // marked above
+  }
+  const Traffic t = traffic(v, n, size, R);
   st[S_G_REQUESTS]++;
   st[S_G_LANES] += (uint64_t)n;
-  st[S_G_SECTORS] += sectors;
-  st[S_G_LINES] += lines;
-  st[S_G_BYTES] += bytes;
-  same_address(st, v, n, atomic);
+  st[S_G_SECTORS] += t.sectors;
+  st[S_G_LINES] += t.lines;
+  st[S_G_BYTES] += t.bytes;
+  if (atomic) same_address(st, v, n, 1);
 }
 
 // Bank conflicts as gpucourse.models.bank_conflicts counts them: lanes in groups of
@@ -290,7 +345,7 @@ static void measure(uint32_t id, const Group& g) {
   for (uint32_t m = g.mask; m; m &= m - 1) {
     const uintptr_t a = g.addr[__builtin_ctz(m)];
     if (shared_address(a)) shar[ns++] = a;
-    else glob[ng++] = device_address(a, size);
+    else glob[ng++] = a;
   }
   uint64_t* st = g_stat[id];
   const int atomic = g_kind[id] == K_ATOMIC;
@@ -299,8 +354,33 @@ static void measure(uint32_t id, const Group& g) {
   if (ng && ns) g_total[T_GROUPS_MIXED]++;
 }
 
+// Basic blocks of the epoch that ends now: a warp executed block b as often as its busiest
+// lane did, each time with the lanes that had not yet run out of occurrences.
+static void finish_blocks(void) {
+  const uint32_t threads = (uint32_t)g_threads;
+  for (uint32_t t = 0; t < g_nblocks_touched; t++) {
+    const uint32_t id = g_blocks_touched[t];
+    const Count* c = &g_count[(size_t)id * COUNT_ROW];
+    uint64_t groups = 0, lanes = 0;
+    for (uint32_t w = 0; w < threads; w += 32) {
+      uint32_t most = 0;
+      const uint32_t end = w + 32 < threads ? w + 32 : threads;
+      for (uint32_t r = w; r < end; r++)
+        if (c[r].epoch == g_epoch) {
+          lanes += c[r].n;
+          most = c[r].n > most ? c[r].n : most;
+        }
+      groups += most;
+    }
+    g_stat[id][S_B_GROUPS] += groups;
+    g_stat[id][S_B_LANES] += lanes;
+  }
+  g_nblocks_touched = 0;
+}
+
 // Measures every request of the epoch that ends now.
 static void finish_epoch(void) {
+  finish_blocks();
   for (uint32_t p = 0; p < g_npending; p++) {
     Groups& gs = g_groups[g_pending[p]];
     const uint32_t id = g_pending[p] / MAX_WARPS;
@@ -313,16 +393,15 @@ static void finish_epoch(void) {
 
 // ---------------------------------------------------------------- the hot paths
 
-static inline void access(uintptr_t pc, uintptr_t addr, uint32_t size, uint8_t kind) {
-  const uint32_t id = lookup(pc, kind, size, addr);
-  if (!id) return;
-  // A thread's own stack (local arrays) lies just above this hook's frame.
-  if (GCPROF_UNLIKELY(addr - (uintptr_t)__builtin_frame_address(0) < g_stack_bytes)) {
+// One lane's access of a counted instruction: into the k-th request of its warp.
+__attribute__((noinline)) static void record(uint32_t id, uintptr_t addr, uintptr_t frame) {
+  // A thread's own stack (local arrays) lies just above the hook's frame.
+  if (GCPROF_UNLIKELY(addr - frame < g_stack_bytes)) {
     g_stat[id][S_LOCAL_LANES]++;
     return;
   }
   const uint32_t r = __gcemu_thread_rank();
-  Count& c = g_count[(size_t)id * MAX_THREADS + r];
+  Count& c = g_count[(size_t)id * COUNT_ROW + r];
   if (c.epoch != g_epoch) { c.epoch = g_epoch; c.n = 0; }
   const uint32_t k = c.n++;
   const uint32_t key = id * MAX_WARPS + (r >> 5);
@@ -336,7 +415,10 @@ static inline void access(uintptr_t pc, uintptr_t addr, uint32_t size, uint8_t k
     if (GCPROF_UNLIKELY(gs.n == gs.cap)) {
       const uint32_t cap = gs.cap ? 2 * gs.cap : 16;
       Group* grown = (Group*)realloc(gs.g, sizeof(Group) * cap);
-      if (!grown) return;  // out of memory: this access goes uncounted
+      if (!grown) {  // out of memory: this access goes uncounted
+        c.n = k;
+        return;
+      }
       gs.g = grown;
       gs.cap = cap;
     }
@@ -345,6 +427,21 @@ static inline void access(uintptr_t pc, uintptr_t addr, uint32_t size, uint8_t k
   Group& g = gs.g[k];
   g.mask |= 1u << (r & 31);
   g.addr[r & 31] = addr;
+}
+
+// Kept small so that the many accesses not counted (launch arguments, built-in
+// variables) cost a compare and a return.
+static inline void access(uintptr_t pc, uintptr_t addr, uint32_t size, uint8_t kind) {
+  const Slot& s = g_cache[cache_index(pc)];
+  uint32_t id;
+  if (GCPROF_LIKELY(s.pc == pc)) {
+    if (s.skip) return;
+    id = s.id;
+  } else {
+    id = new_id(pc, kind, size, addr);
+    if (!id || g_skip[id]) return;
+  }
+  record(id, addr, (uintptr_t)__builtin_frame_address(0));
 }
 
 #define GCPROF_RA ((uintptr_t)__builtin_return_address(0))
@@ -372,6 +469,27 @@ GCPROF_HOOK void __tsan_write_range(void* a, unsigned long n) {
   if (n) access(GCPROF_RA, (uintptr_t)a, (uint32_t)(n < 128 ? n : 128), K_WRITE);
 }
 
+// clang replaces memcpy/memset/memmove in instrumented code by these. The write is a
+// second instruction one byte on, so that it gets its own id but the same source line.
+GCPROF_HOOK void* __tsan_memcpy(void* d, const void* s, unsigned long n) {
+  if (n) {
+    access(GCPROF_RA, (uintptr_t)s, (uint32_t)(n < 128 ? n : 128), K_READ);
+    access(GCPROF_RA + 1, (uintptr_t)d, (uint32_t)(n < 128 ? n : 128), K_WRITE);
+  }
+  return memcpy(d, s, n);
+}
+GCPROF_HOOK void* __tsan_memmove(void* d, const void* s, unsigned long n) {
+  if (n) {
+    access(GCPROF_RA, (uintptr_t)s, (uint32_t)(n < 128 ? n : 128), K_READ);
+    access(GCPROF_RA + 1, (uintptr_t)d, (uint32_t)(n < 128 ? n : 128), K_WRITE);
+  }
+  return memmove(d, s, n);
+}
+GCPROF_HOOK void* __tsan_memset(void* d, int c, unsigned long n) {
+  if (n) access(GCPROF_RA, (uintptr_t)d, (uint32_t)(n < 128 ? n : 128), K_WRITE);
+  return memset(d, c, n);
+}
+
 // Called by the atomic wrappers of profile_prelude.h before the atomic itself runs.
 GCPROF_HOOK void __gcprof_atomic(const void* a, unsigned size) {
   access(GCPROF_RA, (uintptr_t)a, size, K_ATOMIC);
@@ -381,13 +499,16 @@ GCPROF_HOOK void __sanitizer_cov_trace_pc(void) {
   const uint32_t id = lookup(GCPROF_RA, K_BLOCK, 0, 0);
   if (!id) return;
   const uint32_t r = __gcemu_thread_rank();
-  Count& c = g_count[(size_t)id * MAX_THREADS + r];
-  if (c.epoch != g_epoch) { c.epoch = g_epoch; c.n = 0; }
-  const uint32_t n = ++c.n;
-  Groups& gs = g_groups[id * MAX_WARPS + (r >> 5)];  // n: the most occurrences of any lane
-  if (gs.epoch != g_epoch) { gs.epoch = g_epoch; gs.n = 0; }
-  if (n > gs.n) { gs.n = n; g_stat[id][S_B_GROUPS]++; }
-  g_stat[id][S_B_LANES]++;
+  Count& c = g_count[(size_t)id * COUNT_ROW + r];
+  if (GCPROF_UNLIKELY(c.epoch != g_epoch)) {
+    c.epoch = g_epoch;
+    c.n = 0;
+    if (g_block_epoch[id] != g_epoch) {  // counted at the end of the epoch
+      g_block_epoch[id] = g_epoch;
+      g_blocks_touched[g_nblocks_touched++] = id;
+    }
+  }
+  c.n++;
 }
 
 // A thread starts when the kernel's entry point is entered at depth 0; a new block index
@@ -458,6 +579,7 @@ GCPROF_API int gcprof_reset(const uint64_t* ranges, int nranges, uint64_t stack_
   g_hot_cap = g_hot_used = 0;
   g_stack_bytes = (uintptr_t)stack_bytes;
   g_npending = 0;
+  g_nblocks_touched = 0;
   g_epoch++;
   g_block = ~0ull;
   g_arrived = 0;
@@ -470,7 +592,7 @@ GCPROF_API void gcprof_finish(void) { finish_epoch(); }
 // Instructions not to count (emulator internals), as offsets from the library's base.
 GCPROF_API void gcprof_skip(const uint64_t* offsets, int n) {
   Dl_info info;
-  if (!dladdr((void*)&gcprof_skip, &info)) return;
+  if (ensure_tables() != 0 || !dladdr((void*)&gcprof_skip, &info)) return;
   for (int i = 0; i < n; i++) {
     const uintptr_t pc = (uintptr_t)info.dli_fbase + offsets[i];
     const uint32_t id = new_id(pc, K_READ, 0, 0);
