@@ -123,3 +123,21 @@ def test_widget_views_draw():
     fig = plot1.model_views_figure(ch1.model_views("H200", "fp16"))
     assert "H200" in fig.axes[0].get_title()
     assert math.isclose(ch1.model_views("T4")["roofline"]["ceilings"]["bandwidth_Bps"], 320e9)
+
+
+def test_reference_data_is_drawn_hollow_and_labelled():
+    label = "reference: NVIDIA H200, 2026-01-01, `make gpu-check`"
+    ref = {"strides": [1, 2, 32], "gbps": [2000.0, 1400.0, 170.0]}
+    fig = plot1.stride_figure({"device": "cpu", "strides": [1, 2, 32], "gbps": [4.0, 3.0, 0.5],
+                               "ceiling_gbps": 4.0, "model_gbps": [4.0, 2.0, 0.25]},
+                              ch1.sector_model("H200", strides=[1, 2, 32]),
+                              reference_rows=[(label, ref)])
+    labels = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
+    assert label in labels and "sector model" in labels
+    rows = [{"group": "copy kernel on the GPU, 480 MiB", "method": "host timer, no synchronize",
+             "seconds": 4e-5, "kind": "measured"}]
+    fig = plot1.timing_figure({"device": "cpu", "rows": [
+        {"group": "g", "method": "gc.bench: warm-up, median", "seconds": 1e-3, "kind": "measured"}]},
+        reference_rows=[(label, rows)])
+    assert any(label in t.get_text() for t in fig.axes[0].texts)
+    assert "No reference" in ch1.reference_summary() or "reference:" in ch1.reference_summary()

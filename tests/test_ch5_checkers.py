@@ -77,7 +77,7 @@ TILED_WRONG = [
     (TILED.replace("(row < M && k0 + tx < K) ? A[row * K + k0 + tx] : 0.0f", "A[row * K + k0 + tx]")
      .replace("(k0 + ty < K && col < N) ? B[(k0 + ty) * N + col] : 0.0f", "B[(k0 + ty) * N + col]"),
      "whole multiples of TILE"),
-    (TILED.replace("(row < M && k0 + tx < K)", "(row < M)"), "not yet right"),
+    (TILED.replace("(row < M && k0 + tx < K)", "(row < M)"), "A or B"),  # one of two right hints
     (TILED.replace("A[row * K + k0 + tx]", "A[(k0 + tx) * M + row]"), "not yet right"),
     (TILED.replace("k0 < K; k0 += TILE", "k0 + TILE <= K; k0 += TILE"), "not yet right"),
     (TILED.replace("if (row < M && col < N) C[row * N + col] = acc;",

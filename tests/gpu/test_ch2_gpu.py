@@ -29,6 +29,19 @@ def test_transpose_versions_match_numpy_on_the_gpu(tile):
 
 
 @needs_cupy
+def test_tile_copy_matches_numpy_on_the_gpu():
+    from gpucourse import check, kernels
+
+    k = kernels.load("tile_copy", defines={"TILE": 32, "BLOCK_ROWS": 8}).tile_copy_v1_rows
+    for rows, cols in ((1, 1), (35, 1), (67, 45), (1000, 1031)):
+        host = check.random_array((rows, cols), np.float32, seed=rows)
+        out = device.empty((rows, cols))
+        k(((cols + 31) // 32, (rows + 31) // 32), (32, 8),
+          (device.asarray(host), out, np.int32(rows), np.int32(cols)))
+        check.assert_close(out, host, rtol=0, atol=0)
+
+
+@needs_cupy
 def test_transpose_ladder_meets_the_issue_thresholds():
     summary = ch2.transpose_summary(ch2.transpose_ladder(min_time_s=0.2))
     assert summary["padded_pct_of_copy"] >= ch2.THRESHOLDS["padded_pct_of_copy"], summary

@@ -349,9 +349,13 @@ def check_buffer_reuse(momentum_steps: Callable, number: str = "2.4",
             grads = [torch.from_numpy(random_array(n, np.float32, seed=n + 2 + k)) for k in range(steps)]
             want_w, want_v = _momentum_reference(w, v, grads, 0.05, 0.9)
             w_id, v_id = w.untyped_storage().data_ptr(), v.untyped_storage().data_ptr()
+            w0, v0 = w.clone(), v.clone()
             momentum_steps(w, v, grads, 0.05, 0.9)
             assert w.untyped_storage().data_ptr() == w_id and v.untyped_storage().data_ptr() == v_id, \
-                "update w and v in place (w.add_, v.mul_, ...): the caller's tensors must change"
+                "update w and v in place (w.add_, v.mul_, ...): keep the caller's tensors"
+            assert not (torch.equal(w, w0) or torch.equal(v, v0)), (
+                "the caller's w and v did not change: `w = w - ...` makes a new tensor and leaves "
+                "the caller's alone; update them in place (w.add_(v, alpha=-lr), v.mul_(beta)...).")
             assert_close(v, want_v, name=f"v after {steps} steps (n={n})")
             assert_close(w, want_w, name=f"w after {steps} steps (n={n})")
         n = 10_007

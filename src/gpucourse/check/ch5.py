@@ -49,6 +49,13 @@ def _padded(shape, pad: int) -> tuple[np.ndarray, np.ndarray]:
     return buf, buf[:size].reshape(shape)
 
 
+def _nan_tailed(a: np.ndarray, pad: int) -> np.ndarray:
+    """A copy of ``a`` at the start of a buffer whose ``pad`` further values are NaN."""
+    buf = np.full(a.size + pad, np.nan, dtype=a.dtype)
+    buf[:a.size] = a.reshape(-1)
+    return buf[:a.size].reshape(a.shape)
+
+
 def _launch(kernel, grid, block, args, what: str, *, race_check: bool, isolate: bool):
     try:
         kernel(grid, block, args, race_check=race_check, isolate=isolate, timeout=20.0)
@@ -70,9 +77,10 @@ def tiled_launch(M: int, N: int, tile: int):
 def _right_at_whole_tiles(kern, tile: int, seed: int) -> bool:
     """True when the kernel is right at a shape made of whole tiles (2·TILE in every dimension)."""
     n = 2 * tile
-    A = random_array((n, n), seed=seed)
-    B = random_array((n, n), seed=seed + 1)
-    C = np.full((n, n), np.nan, dtype=np.float32)
+    pad = tile * (n + tile) + 64
+    A = _nan_tailed(random_array((n, n), seed=seed), pad)
+    B = _nan_tailed(random_array((n, n), seed=seed + 1), pad)
+    C = _padded((n, n), pad)[1]
     grid, block = tiled_launch(n, n, tile)
     _launch(kern, grid, block, (A, B, C, np.int32(n), np.int32(n), np.int32(n)),
             f"M=N=K={n}", race_check=False, isolate=True)
@@ -113,7 +121,11 @@ def check_tiled_matmul(source: str, tile: int = 16, number: str = "5.1",
             rtol, atol = 1e-4, 2e-6 * K * scale
             grid, block = tiled_launch(M, N, tile)
             what = f"M={M}, N={N}, K={K} with TILE={tile}"
-            C = np.full((M, N), np.nan, dtype=np.float32)
+            # Every array sits at the start of a longer buffer, so that a stray access lands
+            # in memory the checker owns (and can inspect) instead of crashing the process.
+            pad = tile * (max(N, K) + tile) + 64
+            A, B = _nan_tailed(A, pad), _nan_tailed(B, pad)
+            C = _padded((M, N), pad)[1]
             args = (A, B, C, np.int32(M), np.int32(N), np.int32(K))
             _launch(kern, grid, block, args, what, race_check=False, isolate=True)
             ok = np.isclose(C, ref, rtol=rtol, atol=atol)
@@ -122,7 +134,7 @@ def check_tiled_matmul(source: str, tile: int = 16, number: str = "5.1",
                 if ragged and _right_at_whole_tiles(kern, tile, seed + 99):
                     hint = BOUNDS_HINT
                 else:  # wrong at whole tiles too: a race is the usual cause
-                    C3 = np.full((M, N), np.nan, dtype=np.float32)
+                    C3 = _padded((M, N), pad)[1]
                     _launch(kern, grid, block, (A, B, C3, np.int32(M), np.int32(N), np.int32(K)),
                             what, race_check=True, isolate=True)
                     hint = NAN_HINT if np.isnan(C).any() else ""
@@ -132,14 +144,19 @@ def check_tiled_matmul(source: str, tile: int = 16, number: str = "5.1",
                     raise AssertionError(f"{exc}\n{hint}".rstrip()) from None
             # Right in one thread order; the same in reversed and shuffled orders?
             _launch(kern, grid, block, args, what, race_check=True, isolate=True)
-            # Once more in this process, with C at the start of a longer buffer.
-            pad = tile * (N + tile) + 64
+            # Once more in this process, with A, B and C at the start of longer buffers: NaN
+            # after A and B poisons any read past their ends, C's tail must stay untouched.
             buf, C2 = _padded((M, N), pad)
             _launch(kern, grid, block, (A, B, C2, np.int32(M), np.int32(N), np.int32(K)), what,
                     race_check=False, isolate=False)
             if not (buf[M * N:] == SENTINEL).all():
                 raise AssertionError(f"at {what} the kernel wrote past the end of C: store only "
                                      "when row < M and col < N.")
+            if np.isnan(C2).any():
+                raise AssertionError(f"at {what} the kernel read past the end of A or B (the values "
+                                     "there are NaN in this run): load a tile element only when it "
+                                     "is inside the matrix (row < M and k < K for A, k < K and "
+                                     "col < N for B), else 0.0f.")
             assert_close(C2, ref, rtol=rtol, atol=atol, name=f"C at {what} (second run)")
 
 
@@ -187,17 +204,18 @@ def check_fused_chain(source: str, traffic: Callable, number: str = "5.2",
                                      f"{want[0]} bytes and one fused pass {want[1]}.{hint}")
         kern = _compile(source, "fused_chain.cu", FUSED_KERNEL)
         for i, n in enumerate(FUSED_SIZES):
-            x = random_array(n, seed=seed + i, kind="normal")  # both signs: ReLU matters
+            pad = FUSED_BLOCK + 64  # stray accesses land in buffers the checker owns
+            x = _nan_tailed(random_array(n, seed=seed + i, kind="normal"), pad)  # both signs
             ref = chain_reference(x)
             grid, block = fused_launch(n)
             what = f"n={n} (grid {grid[0]}, block {block[0]})"
-            y = np.full(n, np.nan, dtype=np.float32)
+            y = _padded((n,), pad)[1]
             _launch(kern, grid, block, (x, y, np.int32(n)), what, race_check=False, isolate=True)
             if np.isnan(y).any():
                 raise AssertionError(f"at {what}, {int(np.isnan(y).sum())} of {n} outputs were never "
                                      "written: compute i = blockIdx.x * blockDim.x + threadIdx.x.")
             assert_close(y, ref, rtol=1e-5, atol=1e-5, name=f"y at {what}")
-            buf, y2 = _padded((n,), FUSED_BLOCK + 64)
+            buf, y2 = _padded((n,), pad)
             _launch(kern, grid, block, (x, y2, np.int32(n)), what, race_check=False, isolate=False)
             if not (buf[n:] == SENTINEL).all():
                 raise AssertionError(f"at {what} the kernel wrote past the end of y: the last block "

@@ -9,7 +9,6 @@ checkers never import ``experiments``.
 from __future__ import annotations
 
 import dataclasses
-import math
 from types import MappingProxyType
 
 import numpy as np

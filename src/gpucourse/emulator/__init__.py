@@ -64,7 +64,7 @@ def empty(shape, dtype=np.float32) -> np.ndarray:
 
 def empty_like(array) -> np.ndarray:
     """:func:`empty` with the shape and dtype of ``array``."""
-    return empty(np.shape(array), np.asarray(array).dtype if not hasattr(array, "dtype") else array.dtype)
+    return empty(np.shape(array), getattr(array, "dtype", None) or np.asarray(array).dtype)
 
 
 def switch_kind() -> str:

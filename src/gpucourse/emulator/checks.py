@@ -5,6 +5,7 @@ import faulthandler
 import multiprocessing
 import signal
 import sys
+import threading
 import warnings
 
 import numpy as np
@@ -116,6 +117,9 @@ _ERRORS = {c.__name__: c for c in (KernelError, LaunchError, CompileError, Devic
 
 def _child(conn, lib, name, grid, block, host, shared, race, seed, rtol) -> None:
     faulthandler.disable()  # a crash is reported by the parent, without a Python trace
+    from . import build
+
+    build._lock = threading.RLock()  # another thread may have held it when the parent forked
     output = ""
     try:
         try:

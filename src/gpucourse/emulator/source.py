@@ -257,7 +257,7 @@ _UNSUPPORTED = [
     (r"\b(__shfl|__shfl_up|__shfl_down|__shfl_xor|__ballot|__any|__all)\s*\(",
      "the pre-CUDA-9 warp function {0}()",
      "use its _sync form, e.g. __shfl_down_sync(0xffffffff, v, offset)"),
-    (r"\b(__half2?|half2|__nv_bfloat162?|__float2half\w*|__half2float|__float2bfloat16\w*)\b",
+    (r"\b(__half2?|__nv_bfloat162?|__float2half\w*|__half2float|__float2bfloat16\w*)\b",
      "16-bit floating-point types ({0})", "use float on the emulator"),
     (r"\b(__match_any_sync|__match_all_sync|__reduce_(?:add|min|max|and|or|xor)_sync)\b",
      "the warp function {0}", "build it from __shfl_*_sync or __ballot_sync"),

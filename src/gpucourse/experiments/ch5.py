@@ -114,6 +114,94 @@ def _fp32_math(tf32: bool = False):
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
 
 
+class Note(str):
+    """A sentence that shows as text in a notebook (e.g. why there are no numbers)."""
+
+    def _repr_markdown_(self) -> str:
+        return f"*{self}*"
+
+
+class Source:
+    """CUDA C text that shows as a highlighted block in a notebook."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+    __repr__ = __str__
+
+    def _repr_markdown_(self) -> str:
+        return f"```cuda\n{self.text}\n```"
+
+
+def kernel_source(name: str, file: str = "matmul") -> Source:
+    """The source of one ``__global__`` function of a course kernel file."""
+    import re
+
+    from .. import kernels
+
+    text = (kernels.KERNEL_DIR / f"{file}.cu").read_text()
+    m = re.search(rf"\b{re.escape(name)}\s*\(", text)
+    if m is None:
+        raise ValueError(f"{file}.cu has no kernel {name!r}.")
+    start = text.rindex("extern", 0, m.start())
+    depth, i = 0, text.index("{", m.end())
+    while True:
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            break
+        i += 1
+    return Source(text[start:i + 1])
+
+
+def library_table() -> Table:
+    """Which library does the work behind each operation here (read from the installed builds)."""
+    torch = _torch()
+    gpu = torch_on_gpu()
+    rows = []
+    if gpu:
+        cudnn = torch.backends.cudnn.version()
+        rows += [["torch.matmul, torch.nn.Linear", "cuBLAS / cuBLASLt (dense matrices)", torch.version.cuda],
+                 ["torch.nn.functional.conv2d", "cuDNN (convolutions, normalization)",
+                  f"{cudnn // 10000}.{cudnn // 100 % 100}.{cudnn % 100}" if cudnn else "not available"],
+                 ["torch.sparse_csr_tensor @ dense", "cuSPARSE (sparse matrices)", torch.version.cuda]]
+    else:
+        rows += [["torch.matmul, torch.nn.Linear",
+                  "MKL" if torch.backends.mkl.is_available() else "torch's BLAS", "CPU"],
+                 ["torch.nn.functional.conv2d",
+                  "oneDNN (mkldnn)" if torch.backends.mkldnn.is_available() else "torch's own loops", "CPU"],
+                 ["torch.sparse_csr_tensor @ dense",
+                  "MKL sparse BLAS" if torch.backends.mkl.is_available() else "torch's own loops", "CPU"]]
+    blas = "OpenBLAS" if _openblas() else "the BLAS NumPy was built with"
+    rows.append(["numpy.matmul (@)", blas, "CPU"])
+    if on_gpu():
+        import cupy as cp
+
+        rows += [["cupy.matmul", "cuBLAS", cp.__version__],
+                 ["cupyx.scipy.sparse.csr_matrix @ dense", "cuSPARSE", cp.__version__],
+                 ["cupy.ElementwiseKernel / RawKernel", "your own CUDA C, compiled by NVRTC", cp.__version__]]
+    else:
+        rows.append(["cupy.*, cupyx.scipy.sparse", "cuBLAS, cuSPARSE (needs a GPU and CuPy)", "not here"])
+    return Table(["call", "runs in", "version / device"], rows,
+                 caption=f"Libraries behind the calls on this machine ({device.describe().short_name})")
+
+
+def peak_table(gpu=None) -> Table:
+    """A GPU's datasheet peaks per precision and the speed-up over FP32 each implies."""
+    spec = target_gpu(gpu)
+    fp32 = spec.peak_tflops.get("fp32")
+    rows = []
+    for p in PRECISIONS:
+        v = spec.peak_tflops.get(p)
+        unit = "CUDA cores" if p == "fp32" else "tensor cores"
+        rows.append([p, f"{v:g}" if v else "none", unit if v else "–",
+                     f"{v / fp32:.1f}×" if v and fp32 else "–"])
+    return Table(["precision", "peak TFLOP/s (dense)", "units", "vs FP32"], rows,
+                 caption=f"{spec.name}, datasheet ({spec.source})")
+
+
 # On a shared machine a multi-threaded CPU timing jumps by whole scheduler time slices
 # whenever one of its threads is preempted (the others wait at the next barrier), which
 # makes ratios meaningless. CPU work is therefore timed on one thread: GFLOP/s per core.
@@ -331,7 +419,7 @@ def sgemm_ladder(n: int | None = None, versions=MATMUL_VERSIONS, tune: bool = Fa
             "best_pct_of_cublas": 100.0 * best.gflops / cublas.gflops, "configs": configs}
 
 
-def sgemm_summary(result: dict) -> Table:
+def sgemm_summary(result: dict) -> "Table | Note":
     """GFLOP/s and % of cuBLAS per version (measured), or the reference data's."""
     if result["source"] == "measured":
         ts = result["timings"]
@@ -339,6 +427,8 @@ def sgemm_summary(result: dict) -> Table:
                 for t in ts]
         return Table(["version", "GFLOP/s", "% of cuBLAS"], rows,
                      caption=f"SGEMM at {result['n']}³ on {result['device']} (measured now)")
+    if not result.get("reference"):
+        return Note(result.get("note") or no_reference_note("the SGEMM ladder"))
     rows = []
     for r in result.get("reference", []):
         v = r["value"]
@@ -643,6 +733,17 @@ def sparse_matrix(n: int, density: float, seed: int = 0) -> np.ndarray:
     return np.where(mask, values, np.float32(0.0))
 
 
+def _sparse_matrix_torch(n: int, density: float, seed: int, dev: str):
+    """sparse_matrix built on the device (a GPU draws 8192² random numbers in microseconds)."""
+    if dev == "cpu":
+        return _torch().from_numpy(sparse_matrix(n, density, seed=seed))
+    torch = _torch()
+    g = torch.Generator(device=dev).manual_seed(seed)
+    mask = torch.rand(n, n, device=dev, generator=g) < density
+    values = 0.5 + torch.randn(n, n, device=dev, generator=g)
+    return torch.where(mask, values, torch.zeros((), device=dev))
+
+
 def crossover_density(densities, sparse_s, dense_s) -> float | None:
     """The density where the sparse time meets the dense time, interpolated on log-log axes.
 
@@ -678,12 +779,12 @@ def sparse_sweep(n: int | None = None, k: int | None = None, densities=DENSITIES
     use_cupyx = on_gpu() if cupyx is None else cupyx
     D = torch.from_numpy(check.random_array((n, k), seed=seed + 1, kind="uniform")).to(dev)
     out = {"n": n, "k": k, "densities": list(densities), "sparse_s": [], "nnz": [],
-           "device": None, "library": "cuSPARSE" if dev == "cuda" else "MKL (torch.sparse)"}
+           "device": None, "library": "cuSPARSE" if dev == "cuda" else "MKL sparse BLAS"}
     if use_cupyx:
         out["cupyx_s"] = []
     dense_t = None
     for i, dens in enumerate(densities):
-        S = torch.from_numpy(sparse_matrix(n, dens, seed=seed + 7 * i)).to(dev)
+        S = _sparse_matrix_torch(n, dens, seed + 7 * i, dev)
         with _fp32_math(), _threads_for(backend), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "sparse CSR support is in beta"
             ref = S @ D
@@ -883,7 +984,8 @@ def _fusion(n, use_compile, min_time_s, seed) -> dict:
                                name=f"{label} on 1003 values")
         check.assert_close(device.to_host(fn(*args))[sub], ref, rtol=1e-5, atol=1e-5,
                            name=f"{label} on {n} values")
-        timings.append(bench.benchmark(fn, *args, label=label, backend=backend, size=n,
+        on = "cuda" if label.startswith(("CuPy", "fused: CuPy")) else backend
+        timings.append(bench.benchmark(fn, *args, label=label, size=n, backend=on,
                                        bytes=out["bytes"]["fused" if fused else "unfused"],
                                        min_time_s=min_time_s, min_samples=3))
     # The floor for any version: one read and one write of n values.

@@ -20,7 +20,6 @@ import copy
 import functools
 import html
 import math
-import os
 import warnings
 from dataclasses import asdict, dataclass, field
 
@@ -1285,6 +1284,87 @@ def memory_by_precision(params: int = 1_000_000_000, activations: int = 2_000_00
                      "activations GB": m.activations / 1e9, "total GB": m.total / 1e9})
     return Table(rows, caption=f"model: training memory of {params:,} parameters and "
                                f"{activations:,} saved activation values, {optimizer}")
+
+
+# --------------------------------------------------------------------------- notebook helpers
+
+def loss_scaling_table(result: dict) -> Table:
+    """One row per training run: gradients lost, gap to the FP32 loss, skipped steps, final scale."""
+    rows = []
+    for mode, r in result["runs"].items():
+        rows.append({"run": r["label"],
+                     "max % zeroed": 100 * max(r["zeroed"]) if r["zeroed"] else 0.0,
+                     "final % zeroed": 100 * r["zeroed"][-1] if r["zeroed"] else 0.0,
+                     "max loss gap to fp32 %": 100 * result["max_rel_gap"][mode],
+                     "final loss": r["losses"][-1], "skipped steps": r["skipped"],
+                     "final scale": r["scales"][-1] if r["scales"] else None})
+    return Table(rows, caption=f"{result['steps']} training steps on {result['device']}; "
+                               f"tolerance {100 * result['tolerance']:g} %")
+
+
+def amp_explanation(result: dict) -> str:
+    """What the AMP measurement shows on this device, in a few sentences."""
+    sp = result["speedup_vs_fp32"]
+    parts = [f"{p}: {v:.2f}x" for p, v in sp.items() if p != "fp32"]
+    head = f"Measured speed-up over FP32 on {result['device']}: " + ", ".join(parts) + "."
+    if result["backend"] == "cuda":
+        return head + (" Tensor cores run the 16-bit matrix products; FP32 runs on the ordinary "
+                       "cores unless TF32 is allowed.")
+    faster = [p for p, v in sp.items() if p != "fp32" and v > 1.05]
+    slower = [p for p, v in sp.items() if p != "fp32" and v < 0.95]
+    tail = result["cpu_support"]["sentence"]
+    verdict = []
+    if faster:
+        verdict.append(f"{' and '.join(faster)} ran faster here")
+    if slower:
+        verdict.append(f"{' and '.join(slower)} ran slower here")
+    return head + " " + tail + (" So " + "; ".join(verdict) + "." if verdict else "")
+
+
+def int8_explanation(result: dict) -> str:
+    """What the INT8 measurement shows on this device."""
+    rows = {r["version"]: r for r in result["rows"]}
+    parts = [f"{k}: {r['speed-up vs fp32']:.2f}x" for k, r in rows.items() if k != "fp32"]
+    s = (f"Speed-up over FP32 at batch {result['batch']} on {result['device']}: "
+         + ", ".join(parts) + f". Weights {result['size_ratio']:.1f}x smaller; held-out accuracy "
+         f"changed by {-100 * result['accuracy_drop']:+.2f} points.")
+    if result["int8_speedup"] <= 1.0:
+        s += (" INT8 was not faster here: this device's INT8 kernels do not beat its FP32 ones at "
+              "this size (small matrices spend their time quantizing and in overheads).")
+    return s
+
+
+def alignment_note(n: int = 4096) -> Table:
+    """BF16 matmul rate at a multiple of 8 and one below it: measured on a GPU, reference data elsewhere."""
+    if torch_device() == "cuda":
+        a = alignment(n, min_time_s=0.1)
+        return Table([{"size": int(k), "TFLOP/s (measured)": v} for k, v in a.items()],
+                     caption=f"{n}^3 vs {n - 1}^3 BF16 matrix products on {device.describe().name}")
+    rows = [{"GPU": ref.gpu, "size": int(k), "TFLOP/s": v, "source": ref.label}
+            for ref, val in _reference_series("alignment_tflops") for k, v in val.items()]
+    if rows:
+        return Table(rows, caption="BF16 matrix products, aligned vs not (reference measurements)")
+    return Table([], caption="No GPU here and no reference data for chapter 6 yet: on a GPU this "
+                             "cell times an n^3 and an (n-1)^3 BF16 product (make gpu-check records "
+                             "them as reference data).")
+
+
+def bf16_report() -> Table:
+    """Whether BF16 is native: measured BF16 vs FP16 matmul on a GPU; the table's GPUs by compute capability elsewhere."""
+    if torch_device() == "cuda":
+        r = bf16_vs_fp16_matmul(4096, min_time_s=0.1)
+        cc = torch.cuda.get_device_capability()
+        verdict = "native" if r["bf16_over_fp16"] and r["bf16_over_fp16"] > 0.7 else "emulated"
+        return Table([{"GPU": device.describe().name, "cc": "%d.%d" % cc,
+                       "torch says BF16 supported": torch.cuda.is_bf16_supported(),
+                       "FP16 TFLOP/s": r["fp16"], "BF16 TFLOP/s": r["bf16"],
+                       "BF16 / FP16": r["bf16_over_fp16"], "verdict": verdict}],
+                     caption="4096^3 matrix products, measured here")
+    rows = [{"GPU": g.key, "cc": g.cc, "BF16 tensor cores": "yes" if bf16_is_native(g.cc) else
+             "no: emulated, slower than FP16", "bf16 peak TFLOP/s": g.peak_tflops.get("bf16"),
+             "fp16 peak TFLOP/s": g.peak_tflops.get("fp16")} for g in specs.all_gpus()]
+    return Table(rows, caption="No GPU here: the rule (cc >= 8.0) applied to the spec table "
+                               "(datasheet peaks; a missing bf16 peak means no BF16 tensor cores)")
 
 
 # --------------------------------------------------------------------------- headless runner

@@ -128,7 +128,7 @@ def timing_figure(result: dict, reference_rows=None) -> Figure:
         reference_rows = [(label, data.get("rows", [])) for label, data in references("timing")]
     groups: dict[str, list[dict]] = {}
     for row in result["rows"]:
-        if np.isfinite(row["seconds"]):
+        if isinstance(row["seconds"], (int, float)) and np.isfinite(row["seconds"]):
             groups.setdefault(row["group"], []).append(row)
     for label, rows in reference_rows:
         for row in rows:
@@ -193,7 +193,7 @@ def stride_figure(sweep_result: dict, model: dict | None = None, reference_rows=
           ceilings=ceilings, models=models_, logx=True, logy=True, device=s.get("device"), ax=ax)
     if s.get("coalesced_gbps"):
         ax.plot([s["strides"][0]], [s["coalesced_gbps"]], "*", color=OPTIMIZED, ms=11,
-                label="copy_v1_coalesced (measured)")
+                label=f"{s.get('coalesced_kernel', 'copy_v1_coalesced')} (measured)")
     slow = s["gbps"][0] / s["gbps"][-1]
     ax.text(0.98, 0.86, f"stride {s['strides'][-1]} is {slow:.1f}x slower than stride {s['strides'][0]}",
             transform=ax.transAxes, ha="right", va="top", fontsize=8)
@@ -376,6 +376,7 @@ def _roof(result: dict, ax, is_model: bool, label: str, device: str):
         pct = 100 * p["rate"] / min(c["peak_flops"], p["intensity"] * c["bandwidth_Bps"])
         ax.annotate(f"{pct:.0f}% of roof", (p["intensity"], p["rate"] / 1e9), xytext=(6, -10),
                     textcoords="offset points", fontsize=7)
+    ax.legend(loc="lower right", fontsize=7)
 
 
 def roofline_figure(measured: dict, model: dict | None = None) -> Figure:

@@ -217,7 +217,7 @@ def transpose_figure(result: dict, reference_rows=None) -> Figure:
                        label=f"{REF_LABEL}, {gbps[REF_LABEL]:.0f} GB/s")
         ax.set_yticks(range(3), versions)
         ax.set_xlim(0, max(gbps.values()) * 1.45)
-        ax.legend(loc="lower right", fontsize=7)
+        ax.legend(loc="upper right", fontsize=7)
     else:
         ax.set_yticks([])
         ax.text(0.5, 0.5, "no GPU here and no reference measurement\nof the transpose in the "
@@ -258,8 +258,12 @@ def bank_map(config: dict) -> Figure:
     ax.set_ylim(-1, 33)
     ax.axhline(31.5, color=CEILING, ls=":", lw=1, label="32 banks (ceiling)")
     ax.legend(loc="upper left", fontsize=7)
-    title(ax, f"float tile[{m['tile']}][{m['pitch']}]: bank of each lane",
-          config["device"] + " · model")
+    measured = ""
+    if config.get("gbps"):
+        measured = (f" · measured: {config['gbps']:.0f} GB/s, copy ceiling "
+                    f"{config['copy_gbps']:.0f} GB/s")
+    title(ax, f"float tile[{m['tile']}][{m['pitch']}]: bank of each lane (model)",
+          config["device"] + measured)
     counts = [0] * 32
     seen: dict[int, set] = {}
     for a in m["read_addresses"]:
@@ -270,11 +274,9 @@ def bank_map(config: dict) -> Figure:
     ax2.axhline(1, color=CEILING, ls=":", lw=1.2, label="one word per bank (no conflict)")
     ax2.set_xlabel("bank")
     ax2.set_ylabel("distinct words requested")
+    ax2.set_ylim(0, max(counts) * 1.35 + 0.3)
     ax2.legend(loc="upper right", fontsize=7)
-    extra = ""
-    if config.get("gbps"):
-        extra = f" · measured {config['gbps']:.0f} GB/s vs copy {config['copy_gbps']:.0f} GB/s"
-    title(ax2, f"Column read: {m['read_ways']}-way (model)", f"{config['version']}{extra}")
+    title(ax2, f"Column read: {m['read_ways']}-way (model)", config["version"])
     return fig
 
 

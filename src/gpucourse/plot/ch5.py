@@ -159,7 +159,7 @@ def sparse_figure(sweep_result: dict, point: float | None = None) -> Figure:
             ax.axvline(c, color=color, ls="--", lw=1.2,
                        label=f"crossover, {what}: density {c:.3g} (measured)")
     if point is not None:
-        ax.axvline(point, color="#444", ls=":", lw=1.5, label=f"your density {point:g}")
+        ax.axvline(point, color="#444", ls="-.", lw=1.5, label=f"your guess: {point:g}")
     ax.legend(fontsize=7.5)
     return fig
 
@@ -177,7 +177,7 @@ def fusion_figure(result: dict) -> Figure:
     """Time per call of each version (measured) next to the bytes each moves (counted)."""
     timings = _timings(result["timings"])
     copy = result["copy"] if isinstance(result["copy"], Timing) else Timing.from_dict(result["copy"])
-    fig, (a1, a2) = new_figure(1, 2, figsize=(11, 0.5 * len(timings) + 2.4), sharey=True)
+    fig, (a1, a2) = new_figure(1, 2, figsize=(11, 0.5 * len(timings) + 2.8), sharey=True)
     labels = [t.label for t in timings]
     y = np.arange(len(labels))
     ms = [t.median_s * 1e3 for t in timings]
@@ -194,7 +194,6 @@ def fusion_figure(result: dict) -> Figure:
     a1.invert_yaxis()
     a1.set_xlim(0, max(ms) * 1.3)
     a1.set_xlabel("median time per call (ms)")
-    a1.legend(loc="lower right")
     title(a1, f"Five elementwise ops on {result['n']:,} floats", device=timings[0].device)
     b = result["bytes"]
     mb = [(b["fused"] if t.label.startswith("fused") else b["unfused"]) / 1e6 for t in timings]
@@ -205,8 +204,9 @@ def fusion_figure(result: dict) -> Figure:
                     va="center", fontsize=8)
     a2.set_xlim(0, max(mb) * 1.3)
     a2.set_xlabel("device/main memory traffic per call (MB, counted)")
-    a2.legend(loc="lower right")
     title(a2, "Bytes moved (model: counted, not measured)", device=timings[0].device)
+    handles = a1.get_legend_handles_labels()[0] + a2.get_legend_handles_labels()[0]
+    fig.legend(handles, [h.get_label() for h in handles], loc="outside lower center", ncols=2)
     return fig
 
 
@@ -218,9 +218,11 @@ def precision_figure(model: dict, measured: dict | None = None,
     reference measurements (hollow) and what this device measured (filled)."""
     fig, ax = new_figure(figsize=(8, 4.4))
     sizes = model["sizes"]
+    markers = {"fp32": "", "tf32": "", "fp16": "x", "bf16": "+"}  # fp16 and bf16 coincide
     for i, (p, ys) in enumerate(model["tflops"].items()):
         color = PALETTE[i % len(PALETTE)]
-        ax.plot(sizes, ys, "--", color=color, lw=1.5, label=f"{p} (model, {model['gpu']})")
+        ax.plot(sizes, ys, "--", color=color, lw=1.5, marker=markers.get(p, ""), ms=7,
+                label=f"{p} (model, {model['gpu']})")
         ax.axhline(model["peak_tflops"][p], color=color, ls=":", lw=1)
     ax.plot([], [], ":", color=CEILING, lw=1, label="datasheet peaks (dotted)")
     order = list(model["tflops"])
@@ -252,7 +254,7 @@ def precision_figure(model: dict, measured: dict | None = None,
 def precision_point_figure(point: dict) -> Figure:
     """The precision widget: this device's measurement next to the target GPU's model and peak."""
     t = point["timing"]
-    fig, ax = new_figure(figsize=(7.5, 2.6))
+    fig, ax = new_figure(figsize=(7.5, 2.9))
     rows = [(f"{t.label} measured here (n={t.size})", t.gflops / 1e3, MEASURED, None)]
     if point.get("model_tflops") is not None:
         rows.append((f"{t.label} model, {point['model_gpu']} (n={t.size})", point["model_tflops"],
@@ -264,8 +266,8 @@ def precision_point_figure(point: dict) -> Figure:
                     va="center", fontsize=8)
     if point.get("peak_tflops"):
         ax.axvline(point["peak_tflops"], color=CEILING, ls="--", lw=1.2,
-                   label=f"{t.label} datasheet peak, {point['model_gpu']} ({point['peak_tflops']:g})")
-        ax.legend(loc="lower right")
+                   label=f"{t.label} datasheet peak, {point['model_gpu']} ({point['peak_tflops']:g} TFLOP/s)")
+        fig.legend(loc="outside lower center")
     ax.set_yticks(y, [r[0] for r in rows])
     ax.invert_yaxis()
     ax.set_xscale("log")

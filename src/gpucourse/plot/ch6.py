@@ -6,19 +6,15 @@ import math
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
+from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from .. import reference, specs
-from . import CEILING, MEASURED, MODEL, NAIVE, OPTIMIZED, PALETTE, REFERENCE, new_figure, title
+from . import CEILING, MEASURED, MODEL, NAIVE, OPTIMIZED, REFERENCE, new_figure, title
 
 PRECISION_COLOURS = {"fp32": MEASURED, "tf32": "#17becf", "fp16": "#ff7f0e", "bf16": OPTIMIZED,
                      "int8": "#9467bd", "fp8_e4m3": "#8c564b", "fp8_e5m2": "#e377c2"}
 RUN_COLOURS = {"fp32": CEILING, "none": NAIVE, "static": "#ff7f0e", "dynamic": OPTIMIZED,
                "bf16": "#9467bd"}
-
-
-def _note(ax, text: str) -> None:
-    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", fontsize=8.5,
-            color="#444", wrap=True, bbox=dict(boxstyle="round", fc="#f7f7f7", ec="#ccc"))
 
 
 def _short(label: str) -> str:
@@ -212,13 +208,16 @@ def amp_figure(result: dict, model_gpu: str | None = None) -> Figure:
     fig, (a1, a2, a3) = new_figure(1, 3, figsize=(13.5, 3.9))
     rows = [r for r in result["rows"] if "skipped" not in r]
     names = [r["precision"] for r in rows]
-    tput = [r["TFLOP/s"] * 1e3 for r in rows]
+    ceilings = dict(result.get("ceiling_gflops") or {})
+    big = max([r["TFLOP/s"] for r in rows]) > 2.0
+    unit, k = ("TFLOP/s", 1e-3) if big else ("GFLOP/s", 1.0)
+    tput = [r["TFLOP/s"] * 1e3 * k for r in rows]
+    ceilings = {n: v * k for n, v in ceilings.items()}
     xs = np.arange(len(rows))
     a1.bar(xs, tput, color=[_colour(n) for n in names], label="measured")
     for x, v in zip(xs, tput):
         a1.annotate(f"{v:.3g}", (x, v), xytext=(0, 2), textcoords="offset points", ha="center",
                     fontsize=8)
-    ceilings = result.get("ceiling_gflops") or {}
     how = result.get("ceiling_how", "ceiling")
     if set(ceilings) == {"fp32"} and len(names) > 1:
         a1.axhline(ceilings["fp32"], color=CEILING, ls="--", lw=1.4, label=how)
@@ -228,7 +227,7 @@ def amp_figure(result: dict, model_gpu: str | None = None) -> Figure:
                 a1.plot([i - 0.4, i + 0.4], [ceilings[n]] * 2, color=CEILING, ls="--", lw=1.4,
                         label=how if i == 0 else None)
     a1.set_xticks(xs, names)
-    a1.set_ylabel("throughput (GFLOP/s, matmul FLOPs)")
+    a1.set_ylabel(f"throughput ({unit}, matmul FLOPs)")
     top = max(tput + list(ceilings.values()))
     if top / max(min(tput), 1e-9) > 30:
         a1.set_yscale("log")
@@ -241,6 +240,9 @@ def amp_figure(result: dict, model_gpu: str | None = None) -> Figure:
     sp = result["speedup_vs_fp32"]
     a2.bar(xs, [sp[n] for n in names], color=[_colour(n) for n in names], width=0.25,
            label="measured here")
+    for x, n in zip(xs, names):
+        a2.annotate(f"{sp[n]:.2g}x", (x, sp[n]), xytext=(0, 2), textcoords="offset points",
+                    ha="center", fontsize=8)
     refs = _reference_amp()
     for j, (lab, ref_sp) in enumerate(refs[:2]):
         vals = [ref_sp.get(n) or 0 for n in names]
@@ -257,7 +259,11 @@ def amp_figure(result: dict, model_gpu: str | None = None) -> Figure:
     a2.set_xticks(xs, names)
     a2.set_ylabel("speed-up over fp32 (x, log scale)")
     a2.legend(fontsize=7)
-    if not refs:
+    lo, hi = a2.get_ylim()
+    a2.set_yticks([t for t in (0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 100) if lo <= t <= hi])
+    a2.yaxis.set_major_formatter(ScalarFormatter())
+    a2.yaxis.set_minor_formatter(NullFormatter())
+    if not refs and result["backend"] != "cuda":
         a2.text(0.02, 0.02, "no GPU reference data for chapter 6 yet", transform=a2.transAxes,
                 fontsize=7.5, color="#444")
     title(a2, "Speed-up of autocast over fp32", result["device"])
@@ -290,11 +296,12 @@ def int8_figure(result: dict) -> Figure:
     tl = [(d["median_s"] - d["p20_s"]) * 1e3 for d in result["timings"]]
     th = [(d["p80_s"] - d["median_s"]) * 1e3 for d in result["timings"]]
     a1.barh(ys, t, color=colours, xerr=[tl, th], capsize=3)
-    for y, r in zip(ys, rows):
-        a1.annotate(f"{r['median_ms']:.3g} ms ({r['speed-up vs fp32']:.2f}x)", (r["median_ms"], y),
-                    xytext=(4, 0), textcoords="offset points", va="center", fontsize=7.5)
+    for y, r, hi in zip(ys, rows, th):
+        a1.annotate(f"{r['median_ms']:.3g} ms ({r['speed-up vs fp32']:.2f}x)",
+                    (r["median_ms"] + hi, y), xytext=(4, 0), textcoords="offset points",
+                    va="center", fontsize=7.5)
     a1.axvline(t[0], color=CEILING, ls="--", lw=1, label="fp32 baseline")
-    a1.set_xlim(0, max(t) * 1.6)
+    a1.set_xlim(0, max(v + h for v, h in zip(t, th)) * 1.6)
     a1.set_yticks(ys, labels, fontsize=7.5)
     a1.invert_yaxis()
     a1.set_xlabel("median latency per batch (ms)")
