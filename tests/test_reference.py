@@ -12,7 +12,8 @@ def test_write_then_load_round_trip(tmp_path):
     r = ref.load(p)
     assert r.get("ch1", "copy_gbps", "1") == 4000.0
     assert r.get("ch1", "missing") is None
-    assert r.label == "reference: NVIDIA H200, 2026-11-29, `make gpu-check`"
+    assert r.label == "reference: NVIDIA H200, 2026-11-29"
+    assert r.provenance == "NVIDIA H200, measured 2026-11-29 with `make gpu-check`"
     assert [v for _, v in ref.find("ch1", "copy_gbps", folder=tmp_path)] == [{"1": 4000.0}]
 
 

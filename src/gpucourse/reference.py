@@ -40,8 +40,13 @@ class Reference:
 
     @property
     def label(self) -> str:
-        """How a plot names this data: GPU, date and command."""
-        return f"reference: {self.gpu}, {self.date}, `{self.command}`"
+        """How a plot names this data: GPU and date (``provenance`` adds the command)."""
+        return f"reference: {self.gpu}, {self.date}"
+
+    @property
+    def provenance(self) -> str:
+        """GPU, date and the command that measured it, for text next to a figure."""
+        return f"{self.gpu}, measured {self.date} with `{self.command}`"
 
     def get(self, section: str, *keys: str, default: Any = None) -> Any:
         """A value by section and nested keys, or ``default``."""

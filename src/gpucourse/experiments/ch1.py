@@ -874,7 +874,7 @@ def reference_summary() -> str:
         checks = r.get("ch1", "checks", default={})
         found = ", ".join(f"{k} = {v['value']:.3g} ({'pass' if v['pass'] else 'fail'})"
                           for k, v in checks.items() if isinstance(v, dict) and "value" in v)
-        lines.append(f"{r.label}" + (f": {found}" if found else ""))
+        lines.append(f"{r.provenance}" + (f": {found}" if found else ""))
     return "\n".join(lines)
 
 

@@ -1340,7 +1340,7 @@ def alignment_note(n: int = 4096) -> Table:
         a = alignment(n, min_time_s=0.1)
         return Table([{"size": int(k), "TFLOP/s (measured)": v} for k, v in a.items()],
                      caption=f"{n}^3 vs {n - 1}^3 BF16 matrix products on {device.describe().name}")
-    rows = [{"GPU": ref.gpu, "size": int(k), "TFLOP/s": v, "source": ref.label}
+    rows = [{"GPU": ref.gpu, "size": int(k), "TFLOP/s": v, "source": ref.provenance}
             for ref, val in _reference_series("alignment_tflops") for k, v in val.items()]
     if rows:
         return Table(rows, caption="BF16 matrix products, aligned vs not (reference measurements)")
