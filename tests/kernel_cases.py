@@ -161,6 +161,13 @@ def _cases() -> list[Case]:
         cases.append(Case("reduce", kernel, check_reduce,
                           {"n": 30_011, "block": 128, "grid": 7 if "stride" in kernel else None,
                            "exact": False}))
+    # v5 needs whole warps: block sizes that are multiples of 32.
+    for n in SIZES:
+        for block in (256, 96, 1024):
+            cases.append(Case("reduce", "reduce_v5_float4_unrolled", check_reduce,
+                              {"n": n, "block": block, "grid": 5}))
+    cases.append(Case("reduce", "reduce_v5_float4_unrolled", check_reduce,
+                      {"n": 30_011, "block": 128, "grid": 7, "exact": False}))
     return cases
 
 

@@ -129,3 +129,35 @@ def test_run_all_is_json_and_draws(monkeypatch):
 def test_gpu_check_says_it_needs_a_gpu():
     with pytest.raises(gc.errors.DeviceError, match="CUDA GPU"):
         ch4.gpu_check()
+
+
+def test_reference_data_is_drawn_hollow_and_labelled(tmp_path, monkeypatch):
+    sizes = [32, 100, 256]
+    gc.reference.write({"ch4": {
+        "block_sweep": {"block_sizes": sizes, "gbps": [600.0, 1900.0, 3300.0]},
+        "histogram": {"skews": [0.0, 1.0], "v1_s": [8e-3, 12e-3], "v2_s": [8e-5, 8e-5],
+                      "speedup": [100.0, 150.0]},
+        "reduction": {"labels": ["reduce_v1_atomic", "ref: cupy.sum"], "gbps": [2.0, 4200.0],
+                      "copy_gbps": 4100.0},
+        "divergence": {"versions": list(ch4.DIVERGENCE_VERSIONS), "median_s": [4e-4, 2e-4, 3e-4]},
+    }}, gpu="Test GPU", command="ch4.gpu_check()", folder=tmp_path, date="2026-01-02")
+    real_find = gc.reference.find
+    monkeypatch.setattr(ch4.reference, "find",
+                        lambda section, *keys: real_find(section, *keys, folder=tmp_path))
+    sweep = ch4.block_size_sweep(block_sizes=sizes)
+    assert sweep["reference"][0]["label"].startswith("reference: Test GPU, 2026-01-02")
+    fig = plot4.block_size_figure(ch4.block_size_point(100, sweep))
+    labels = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
+    assert any("reference: Test GPU, 2026-01-02" in t for t in labels)
+    hist = ch4.histogram(n=1 << 12, check_first=False)
+    assert hist["reference"] and len(plot4.histogram_figure(hist).axes) == 2
+    div = ch4.divergence(n=1 << 12)
+    assert "Reference" in plot4.divergence_figure(div).axes[1].get_title()
+    red = ch4.reduction(n=1 << 12, min_time_s=0.01)
+    fig = plot4.reduction_reference_figure(red)
+    assert "reference data" in fig.axes[0].get_title()
+    # the CPU ladder never mixes GPU reference bars into the CPU's copy ceiling
+    cpu_fig = plot4.reduction_figure(red)
+    assert not any("reference" in t.get_text() for t in cpu_fig.axes[0].get_yticklabels())
+    red["reference"] = []
+    assert "No reference measurement" in repr(plot4.reduction_reference_figure(red))

@@ -590,3 +590,31 @@ def test_extra_flags_and_extra_sources_are_linked_in(tmp_path):
     x = np.zeros(3, np.int32)
     lib.launch("k", (1, 1, 1), (3, 1, 1), (x,))
     assert list(x) == [42, 42, 42]
+
+
+def test_shared_arrays_in_device_functions_and_kernels_coexist():
+    """A __forceinline__ helper with its own __shared__ array beside a kernel's shared array."""
+    import numpy as np
+    import gpucourse as gc
+    src = r'''
+    __device__ __forceinline__ float block_total(float v) {
+      __shared__ float partial[64];
+      partial[threadIdx.x] = v;
+      __syncthreads();
+      float s = 0.0f;
+      for (int i = 0; i < blockDim.x; ++i) s += partial[i];
+      __syncthreads();
+      return s;
+    }
+    extern "C" __global__ void twice(const float* in, float* out) {
+      __shared__ float tile[64];
+      tile[threadIdx.x] = in[threadIdx.x];
+      __syncthreads();
+      out[threadIdx.x] = block_total(tile[63 - threadIdx.x]);
+    }
+    '''
+    k = gc.kernels.from_source(src, backend="cpu").twice
+    x = gc.check.random_array(64)
+    out = gc.emulator.empty(64)
+    k(1, 64, (x, out))
+    np.testing.assert_allclose(out, np.full(64, x.sum()), rtol=1e-5)

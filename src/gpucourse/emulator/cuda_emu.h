@@ -29,7 +29,9 @@
 #define __host__
 #define __constant__
 #define __grid_constant__
-#define __forceinline__ inline __attribute__((always_inline))
+// Not `inline`: a static local (`__shared__`) of an inline function lands in a COMDAT group,
+// whose "gcshared" section then conflicts with the kernels' own shared arrays.
+#define __forceinline__ __attribute__((always_inline))
 #define __noinline__ __attribute__((noinline))
 #define __launch_bounds__(...)
 #define __align__(n) __attribute__((aligned(n)))

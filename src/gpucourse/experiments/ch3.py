@@ -120,9 +120,15 @@ def default_workers() -> int:
 
 
 def threads_per_worker(workers: int, backend: str) -> int:
-    """Intra-op threads for each worker: the CPU cores shared out, so workers do not fight."""
-    share = max(1, _cpu_count() // max(1, workers))
-    return min(share, 4) if backend == "nccl" else share
+    """Intra-op threads for each worker: one on the CPU (a worker stands for one device, one
+    core), a few for the host side of a GPU worker.
+
+    Several threads per CPU worker would also be slower where the cores are shared: a
+    thread team that loses a core to another process waits at every barrier.
+    """
+    if backend == "nccl":
+        return max(1, min(4, _cpu_count() // max(1, workers)))
+    return 1
 
 
 def free_port() -> int:
@@ -169,7 +175,9 @@ class WorkerContext:
         """What the worker computes on, for titles and tables."""
         if self.is_cuda:
             return torch.cuda.get_device_name(self.torch_device)
-        return f"CPU, {self.threads} thread{'s' if self.threads > 1 else ''}"
+        info = _device.describe()
+        return (f"CPU: {info.cpu_model or 'unknown'} ({info.cpu_cores} cores), {self.threads} "
+                f"thread{'s' if self.threads > 1 else ''} per worker")
 
     def sync(self) -> None:
         if self.is_cuda:
@@ -284,7 +292,7 @@ def _resolve_function(payload):
         for part in b.split("."):
             obj = getattr(obj, part)
         return obj
-    namespace = {"torch": torch, "dist": dist, "nn": nn, "np": np, "math": math,
+    namespace = {"torch": torch, "dist": dist, "nn": nn, "np": np, "math": math, "time": time,
                  "__name__": "__worker__"}
     exec(compile(b, f"<your function {a}>", "exec"), namespace)
     return namespace[a]
@@ -294,8 +302,8 @@ def function_payload(fn: Callable):
     """How to send ``fn`` to a spawned worker: by reference when importable, else its source.
 
     A function defined in a notebook cell cannot be imported by a spawned process, so its
-    source travels and is re-created there with ``torch``, ``dist``, ``nn``, ``np`` and
-    ``math`` in scope. It must not use other names from the notebook.
+    source travels and is re-created there with ``torch``, ``dist``, ``nn``, ``np``,
+    ``math`` and ``time`` in scope. It must not use other names from the notebook.
     """
     if not callable(fn):
         raise DistributedError(f"expected a function, got {type(fn).__name__}.")
@@ -450,7 +458,13 @@ class Workers:
                 conn.send(("task", payload, args, kwargs))
             except (BrokenPipeError, OSError):
                 self._died([rank], what)
-        return self._gather(what, timeout_s, expect="ok")
+        try:
+            return self._gather(what, timeout_s, expect="ok")
+        except KeyboardInterrupt:
+            # The ranks are still inside the task: their late answers would be taken for the
+            # next task's, so the group cannot be reused.
+            self.abort()
+            raise
 
     def _gather(self, what: str, timeout_s: float, expect: str) -> list:
         results: dict[int, Any] = {}
@@ -599,10 +613,11 @@ def hello(pool: Workers | int | None = None) -> list[dict]:
 
 # =========================================================================== models and data
 
-# The data-parallel model: 4 square layers of 1024 (4.2 M parameters, 16.8 MB of fp32 gradients).
-DDP_WIDTH, DDP_DEPTH = 1024, 4
-# The model split across devices: 8 layers of 768 (4.7 M parameters).
-PIPE_WIDTH, PIPE_DEPTH = 768, 8
+# The data-parallel model: 16 square layers of 512 (4.2 M parameters, 16.8 MB of fp32
+# gradients in 1 MiB weight tensors, so the bucket size decides how many all-reduces run).
+DDP_WIDTH, DDP_DEPTH = 512, 16
+# The model split across devices: 8 layers of 768 (4.7 M parameters), batches of 250 rows.
+PIPE_WIDTH, PIPE_DEPTH, PIPE_ROWS = 768, 8, 250
 # The small model of the exact-gradient checks.
 CHECK_WIDTH, CHECK_DEPTH = 96, 3
 
@@ -685,15 +700,6 @@ def _task_sleep_collectives(ctx: WorkerContext, seconds: float) -> int:
     return n
 
 
-def _task_raise_on(ctx: WorkerContext, rank: int) -> int:
-    """Rank ``rank`` raises while the others wait in a collective (error-path test)."""
-    if ctx.rank == rank:
-        raise ValueError(f"planted failure on rank {rank}")
-    t = torch.ones(1, device=ctx.torch_device)
-    dist.all_reduce(t)
-    return ctx.rank
-
-
 def _task_skip_collective(ctx: WorkerContext, rank: int) -> int:
     """Every rank but ``rank`` enters an all-reduce: they must time out, not hang."""
     if ctx.rank != rank:
@@ -736,7 +742,12 @@ def _task_manual_average(ctx: WorkerContext, payload, width: int, depth: int,
     shard = slice(ctx.rank * per_worker, (ctx.rank + 1) * per_worker)
     nn.functional.mse_loss(model(x[shard].to(dev)), y[shard].to(dev)).backward()
     local = grads_numpy(model)
-    fn(model, ctx.world_size)
+    try:
+        fn(model, ctx.world_size)
+    except NameError as exc:
+        raise NameError(f"{exc}: your function runs inside the worker processes, where only "
+                        "torch, dist, nn, np, math and time are defined; import or pass "
+                        "anything else inside the function") from None
     out = {"rank": ctx.rank, "manual": grads_numpy(model), "local": local,
            "names": [n for n, _ in model.named_parameters()], "world_size": ctx.world_size}
     nn.functional.mse_loss(ref(x.double()), y.double()).backward()
@@ -1001,17 +1012,19 @@ def _task_pipeline(ctx: WorkerContext, width: int, depth: int, rows: int,
     """
     dev = ctx.torch_device
     blocks = mlp_blocks(width, depth, seed)
-    whole = nn.Sequential(*copy.deepcopy(blocks)).double()
+    whole = nn.Sequential(*copy.deepcopy(blocks)).double().to(dev)
     mine = split_stages(depth, ctx.world_size)[ctx.rank]
     stage = nn.Sequential(*[blocks[i] for i in mine]).to(dev)
     x, y = batch(rows, width, seed)
-    # Reference: the whole model, whole batch, in float64.
-    loss_sum(whole(x.double()), y.double(), x.numel()).backward()
+    # Reference: the whole model, whole batch, in float64 (on this worker's device).
+    loss_sum(whole(x.double().to(dev)), y.double().to(dev), x.numel()).backward()
     ref = [g for i in mine for g in grads_numpy(whole[i])]
+    whole_bytes = tensor_bytes(whole.parameters()) // 2  # as float32
+    del whole
     x, y = x.to(dev), y.to(dev)
     out = {"rank": ctx.rank, "layers": [mine.start, mine.stop], "runs": [],
            "stage_param_bytes": tensor_bytes(stage.parameters()),
-           "whole_param_bytes": tensor_bytes(whole.parameters()) // 2,  # as float32
+           "whole_param_bytes": whole_bytes,
            "device_name": ctx.device_name}
     for m in microbatches:
         stage.zero_grad(set_to_none=True)
@@ -1162,10 +1175,21 @@ class Scaling:
                       f"{self.backend} on {self.device}; scaling efficiency {self.efficiency:.0%}")
 
 
-def ddp_scaling(pool: Workers | int | None = None, per_worker: int = 256, samples: int = 5,
-                seed: int = 0) -> Scaling:
-    """Check DDP, then time a training step of 1 worker and of n DDP workers."""
+def _size(pool: Workers, cpu: int, gpu: int, given: int | None) -> int:
+    """The problem size: ``given``, else one that suits the CPU or fills a GPU better."""
+    if given is not None:
+        return int(given)
+    return gpu if pool.backend == "nccl" else cpu
+
+
+def ddp_scaling(pool: Workers | int | None = None, per_worker: int | None = None,
+                samples: int = 5, seed: int = 0) -> Scaling:
+    """Check DDP, then time a training step of 1 worker and of n DDP workers.
+
+    ``per_worker`` samples per worker and step: 256 on the CPU, 8192 on GPUs by default.
+    """
     pool = _pool(pool)
+    per_worker = _size(pool, 256, 8192, per_worker)
     ddp_check(pool, seed=seed)
     res = pool.run(_task_ddp_throughput, DDP_WIDTH, DDP_DEPTH, per_worker, samples, seed)
     # The step ends when the slowest rank is done: report the slowest rank's DDP timing.
@@ -1216,6 +1240,13 @@ class AllReduceSweep:
         return cls(d["sizes"], [bench.Timing.from_dict(t) for t in d["allreduce"]],
                    [bench.Timing.from_dict(t) for t in d["pingpong"]], d["workers"],
                    d["backend"], d["device"], d["latency_s"], d["bandwidth_Bps"])
+
+    def __repr__(self) -> str:
+        fit = (f"; ping-pong fit: latency {_fmt_s(self.latency_s)}, bandwidth "
+               f"{self.bandwidth_Bps / 1e9:.3g} GB/s" if self.bandwidth_Bps else "")
+        return (f"all-reduce over {self.workers} workers ({self.backend}): "
+                f"{_fmt_s(self.allreduce[0].median_s)} for {_fmt_bytes(self.sizes[0])} to "
+                f"{_fmt_s(self.allreduce[-1].median_s)} for {_fmt_bytes(self.sizes[-1])}{fit}")
 
     def _repr_html_(self) -> str:
         mod = self.model() or [None] * len(self.sizes)
@@ -1307,6 +1338,10 @@ class Bucketing:
                    d["caps"], d["tensors"], d["total_bytes"], d["workers"], d["backend"],
                    d["device"], d.get("bucket_bytes", []))
 
+    def __repr__(self) -> str:
+        return "; ".join(f"{t.label}: {_fmt_s(t.median_s)} ({b} call{'s' if b > 1 else ''})"
+                         for t, b in zip(self.timings, self.buckets))
+
     def _repr_html_(self) -> str:
         base = self.timings[0]
         rows = [(t.label, str(b), _fmt_s(t.median_s), f"{_fmt_s(t.p20_s)} – {_fmt_s(t.p80_s)}",
@@ -1362,6 +1397,11 @@ class DDPTimeline:
         inside = sum(max(0.0, min(b, bwd[1]) - max(a, bwd[0])) for a, b in comm)
         return inside / total
 
+    def __repr__(self) -> str:
+        return (f"DDP step over {self.workers} workers with {self.bucket_cap_mb:g} MiB buckets: "
+                f"{self.buckets} bucket(s), median {_fmt_s(self.timing.median_s)}, "
+                f"{self.overlap_fraction:.0%} of all-reduce time overlapped with backward")
+
     def to_dict(self) -> dict:
         d = {k: v for k, v in asdict(self).items() if k != "timing"}
         d["timing"] = self.timing.to_dict()
@@ -1376,9 +1416,14 @@ class DDPTimeline:
 
 
 def ddp_timeline(pool: Workers | int | None = None, bucket_cap_mb: float = 25.0,
-                 per_worker: int = 64, samples: int = 3, seed: int = 0) -> DDPTimeline:
-    """Time DDP steps with a bucket cap, and record one step's timeline on every rank."""
+                 per_worker: int | None = None, samples: int = 3, seed: int = 0) -> DDPTimeline:
+    """Time DDP steps with a bucket cap, and record one step's timeline on every rank.
+
+    ``per_worker`` rows per worker: 64 on the CPU, 4096 on GPUs by default.
+    """
     pool = _pool(pool)
+    default_size = per_worker is None
+    per_worker = _size(pool, 64, 4096, per_worker)
     if not bucket_cap_mb > 0:
         raise DistributedError(f"bucket_cap_mb must be > 0 (MiB), got {bucket_cap_mb!r}.")
     res = pool.run(_task_ddp_timeline, DDP_WIDTH, DDP_DEPTH, per_worker, float(bucket_cap_mb),
@@ -1386,8 +1431,11 @@ def ddp_timeline(pool: Workers | int | None = None, bucket_cap_mb: float = 25.0,
     t0 = min(a for r in res for _, a, _ in r["events"])
     events = [[(n, a - t0, b - t0) for n, a, b in r["events"]] for r in res]
     timing = max((r["timing"] for r in res), key=lambda t: t.median_s)
-    return DDPTimeline(events, float(bucket_cap_mb), res[0]["bucket_bytes"], timing, pool.n,
-                       pool.backend, pool.device_name, res[0]["grad_bytes"])
+    out = DDPTimeline(events, float(bucket_cap_mb), res[0]["bucket_bytes"], timing, pool.n,
+                      pool.backend, pool.device_name, res[0]["grad_bytes"])
+    if default_size:  # the widget's size: its first drawing may reuse this
+        _PRIMED[("ddp", pool.n, pool.backend, float(bucket_cap_mb))] = out
+    return out
 
 
 @dataclass
@@ -1397,6 +1445,10 @@ class PipelineRun:
     microbatches: int
     timing: bench.Timing
     events: list[list[tuple[int, str, float, float]]]  # per stage: (micro-batch, phase, start, end)
+
+    def __repr__(self) -> str:
+        return (f"{self.microbatches} micro-batch(es): median step {_fmt_s(self.timing.median_s)}, "
+                f"idle {self.bubble:.0%}")
 
     @property
     def span(self) -> float:
@@ -1478,6 +1530,10 @@ class Pipeline:
         return cls(d["stages"], d["rows"], runs, d["stage_param_bytes"], d["whole_param_bytes"],
                    d["layers"], d["peak_bytes"], d["backend"], d["device"])
 
+    def __repr__(self) -> str:
+        return (f"pipeline over {self.stages} stage(s) ({self.backend}): "
+                + "; ".join(repr(r) for r in self.runs))
+
     def _repr_html_(self) -> str:
         base = self.runs[0].timing
         rows = [(r.timing.label, _fmt_s(r.timing.median_s),
@@ -1491,12 +1547,15 @@ class Pipeline:
 
 
 def pipeline(pool: Workers | int | None = None, microbatches: Sequence[int] = (1, 4),
-             rows: int = 250, samples: int = 3, seed: int = 0) -> Pipeline:
+             rows: int | None = None, samples: int = 3, seed: int = 0) -> Pipeline:
     """Split the MLP over the workers; check, time and trace 1 and m micro-batches.
 
     With 1 micro-batch this is plain model parallelism: each stage waits for the others.
+    ``rows`` in the batch: 250 on the CPU, 8192 on GPUs by default.
     """
     pool = _pool(pool)
+    default_rows = rows is None
+    rows = _size(pool, PIPE_ROWS, 8192, rows)
     ms = [int(m) for m in microbatches]
     if any(m < 1 or m > rows for m in ms):
         raise DistributedError(f"micro-batch counts must be between 1 and the batch's {rows} rows, "
@@ -1510,10 +1569,13 @@ def pipeline(pool: Workers | int | None = None, microbatches: Sequence[int] = (1
         events = [[(j, ph, a - t0s[i], b - t0s[i]) for j, ph, a, b in r["runs"][i]["events"]]
                   for r in res]
         runs.append(PipelineRun(m, timing, events))
-    return Pipeline(pool.n, rows, runs, [r["stage_param_bytes"] for r in res],
-                    res[0]["whole_param_bytes"], [r["layers"] for r in res],
-                    [r["runs"][-1]["peak_bytes"] for r in res], pool.backend,
-                    res[0]["device_name"])
+    out = Pipeline(pool.n, rows, runs, [r["stage_param_bytes"] for r in res],
+                   res[0]["whole_param_bytes"], [r["layers"] for r in res],
+                   [r["runs"][-1]["peak_bytes"] for r in res], pool.backend,
+                   res[0]["device_name"])
+    if default_rows:  # the widget's size: its first drawing may reuse this
+        _PRIMED[("pipeline", pool.n, pool.backend, tuple(ms))] = out
+    return out
 
 
 # =========================================================================== lab support
@@ -1536,17 +1598,24 @@ def try_average_gradients(fn: Callable, pool: Workers | int | None = None, per_w
 
 # =========================================================================== widgets
 
-def explore(workers: int = 2, bucket_kib: int = 1024, microbatches: int = 4,
-            progress=None) -> dict:
+# The latest DDP timeline and pipeline of each configuration, kept for ONE reuse by
+# ``explore``: a widget's first drawing shows what the notebook just measured instead of
+# measuring it again; every later run measures afresh.
+_PRIMED: dict = {}
+
+
+def explore(workers: int = 2, bucket_kib: int = 1024, microbatches: int = 4) -> dict:
     """Widget back end: a DDP step with ``bucket_kib`` buckets and a pipeline over the workers."""
     pool = _pool(int(workers))
-    tl = ddp_timeline(pool, bucket_cap_mb=bucket_kib / 1024, samples=2)
-    if progress:
-        progress(0.5)
-    ms = [1, int(microbatches)] if int(microbatches) != 1 else [1]
-    pipe = pipeline(pool, microbatches=ms, samples=2) if pool.n <= PIPE_DEPTH else None
-    if progress:
-        progress(1.0)
+    ms = (1, int(microbatches)) if int(microbatches) != 1 else (1,)
+    k_ddp = ("ddp", pool.n, pool.backend, float(bucket_kib) / 1024)
+    k_pipe = ("pipeline", pool.n, pool.backend, ms)
+    tl = _PRIMED.pop(k_ddp, None) or ddp_timeline(pool, bucket_cap_mb=bucket_kib / 1024, samples=2)
+    pipe = None
+    if pool.n <= PIPE_DEPTH:
+        pipe = _PRIMED.pop(k_pipe, None) or pipeline(pool, microbatches=ms, samples=2)
+    _PRIMED.pop(k_ddp, None)
+    _PRIMED.pop(k_pipe, None)
     return {"ddp": tl, "pipeline": pipe, "microbatches": int(microbatches)}
 
 

@@ -9,15 +9,13 @@ measurements taken on real GPUs (``gpucourse.reference``, key ``"ch4"``).
 """
 from __future__ import annotations
 
-import functools
 import html
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
 from .. import bench, check, device, models, reference, specs
-from ..errors import LaunchError
+from ..errors import DeviceError
 
 # The GPU the models describe when no GPU is present (any name from specs.names()).
 DEFAULT_GPU = "H100-SXM"
@@ -79,10 +77,6 @@ def _xp():
 
         return cp
     return np
-
-
-def _sync() -> None:
-    device.synchronize()
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -758,11 +752,11 @@ def histogram_point(skew: float, n: int | None = None, gpu=None, min_time_s: flo
 
 # --------------------------------------------------------------------------- 5. reduction
 
-REDUCE_FILES = ("reduce", "reduce_vec")
+REDUCE_FILES = ("reduce",)
 
 
 def reduce_versions() -> list[str]:
-    """The reduction ladder: reduce.cu's versions in order, then reduce_vec.cu's."""
+    """The reduction ladder: reduce.cu's versions in order."""
     out = []
     for f in REDUCE_FILES:
         names = [n for n in _load(f).names if n.startswith(f + "_v")]
@@ -781,7 +775,7 @@ REDUCE_BLOCK = 256
 def _reduce_launch(name: str, n: int, sm_count: int | None = None):
     """(grid, block, dynamic shared bytes) for one reduce.cu version."""
     block = REDUCE_BLOCK
-    if name.startswith("reduce_vec"):
+    if name.startswith("reduce_v5"):
         # Sixteen elements per thread per loop trip, and no more blocks than fit on the GPU.
         return max(1, min(_ceil_div(n, 16 * block), 8 * (sm_count or 16))), block, 0
     if name.startswith("reduce_v4"):
@@ -934,8 +928,8 @@ def gpu_check() -> dict:
     """The figures chapter 4's issue names, measured on this GPU, with each threshold's pass/fail."""
     device.require_cuda("chapter 4's GPU check")
     if not device.cupy_works():
-        raise LaunchError("chapter 4's GPU check runs CUDA C kernels through CuPy; "
-                          "install it (pip install -e .[gpu]).")
+        raise DeviceError("chapter 4's GPU check runs CUDA C kernels through CuPy, which is "
+                          "missing here: install it (pip install -e .[gpu]).")
     sweep = block_size_sweep(min_time_s=0.05)
     times = sweep["measured"]["median_s"]
     best = min(times)

@@ -7,9 +7,8 @@ from typing import Sequence
 import numpy as np
 
 from .. import models, reference
-from ..bench import Timing, Timings
-from . import (CEILING, MEASURED, MODEL, NAIVE, OPTIMIZED, PALETTE, REFERENCE, ladder, new_figure,
-               sweep, timeline, title)
+from ..bench import Timings
+from . import CEILING, NAIVE, OPTIMIZED, PALETTE, ladder, new_figure, sweep, title
 
 OP_COLOURS = {"forward": PALETTE[0], "backward": PALETTE[3], "all-reduce": PALETTE[2],
               "wait + optimizer": "#bbbbbb", "idle": "#ffffff"}
@@ -54,7 +53,7 @@ def concept(stages: int = 4, microbatches: Sequence[int] = (1, 4)):
                      fontsize=9, loc="left")
         ideal = 3.0  # forward 1 + backward 2, in units of one whole-batch forward on a stage
         ax.axvline(ideal, color=CEILING, ls="--", lw=1.0,
-                   label="no bubble: each device only busy" if ax is axes[0] else None)
+                   label="no bubble: only each device's own work" if ax is axes[0] else None)
     axes[-1].set_xlabel("time (units of one stage's forward pass over the whole batch)")
     axes[0].legend(loc="upper right", ncols=3, fontsize=7)
     fig.suptitle(f"Pipeline parallelism over {stages} devices, GPipe schedule (model)",
@@ -75,14 +74,17 @@ def scaling(s, refs: bool = True):
     ideal = s.workers * s.single_throughput
     ax.axvline(ideal, color=CEILING, ls="--", lw=1.2,
                label=f"perfect scaling: {s.workers} x one worker")
-    for y, v in enumerate(values):
-        ax.annotate(f"{v:.0f} samples/s ({v / ideal:.0%} of perfect)", (v, y), xytext=(4, 0),
-                    textcoords="offset points", va="center", fontsize=8)
+    notes = [f"{values[0]:.0f} samples/s",
+             f"{values[1]:.0f} samples/s: {values[1] / values[0]:.2f}x, {values[1] / ideal:.0%} "
+             "of perfect"]
+    for y, (v, hi, note) in enumerate(zip(values, errs[1], notes)):
+        ax.annotate(note, (v + hi, y), xytext=(5, 0), textcoords="offset points", va="center",
+                    fontsize=8)
     ax.set_yticks([0, 1], labels)
     ax.set_ylim(1.6, -0.6)
-    ax.set_xlim(0, max(values + [ideal]) * 1.5)
+    ax.set_xlim(0, max(values + [ideal]) * 1.6)
     ax.set_xlabel("training throughput (samples/s, median step)")
-    ax.legend(loc="lower right")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncols=2)
     title(ax, f"Data parallelism: scaling efficiency {s.efficiency:.0%} ({s.backend})", s.device)
     return fig
 
@@ -133,16 +135,15 @@ def bucketing(b, sw=None):
         ceiling = sw.bandwidth_Bps * p / (2 * (p - 1)) / 1e9
         label = "ring limit from the ping-pong fit (no latency)"
     return ladder(timings, metric="gbps", ceiling=ceiling, ceiling_label=label,
-                  title_text=f"Gradient all-reduce of {b.tensors} tensors "
-                             f"({b.total_bytes / 2**20:.1f} MiB), {b.workers} workers: "
-                             "per tensor vs buckets",
+                  title_text=f"All-reduce of {b.tensors} gradient tensors "
+                             f"({b.total_bytes / 2**20:.1f} MiB, {b.workers} workers)",
                   device=b.device)
 
 
 def ddp_timeline(tl, ax=None):
     """One DDP step per rank: compute lane and all-reduce lane, buckets as separate bars."""
     if ax is None:
-        fig, ax = new_figure(figsize=(8.5, 1.2 + 0.75 * 2 * tl.workers))
+        fig, ax = new_figure(figsize=(9.5, 1.2 + 0.75 * 2 * tl.workers))
     else:
         fig = ax.figure
     events = []
@@ -157,10 +158,11 @@ def ddp_timeline(tl, ax=None):
     _gantt(ax, events)
     end = max(b for _, _, _, b in events) * 1e3
     ax.axvline(tl.timing.median_s * 1e3, color=CEILING, ls="--", lw=1,
-               label=f"median step {tl.timing.median_s * 1e3:.1f} ms")
+               label=f"median step over {tl.timing.count} timed steps: "
+                     f"{tl.timing.median_s * 1e3:.1f} ms")
     ax.set_xlim(0, max(end, tl.timing.median_s * 1e3) * 1.05)
     ax.set_xlabel("time since the step started (ms)")
-    ax.legend(loc="lower right", ncols=3, fontsize=7)
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=7)
     title(ax, f"DDP step, buckets of {tl.bucket_cap_mb:g} MiB: {tl.buckets} bucket(s), "
               f"{tl.overlap_fraction:.0%} of all-reduce overlapped with backward", tl.device)
     return fig
@@ -200,8 +202,7 @@ def pipeline(p, runs: Sequence[int] | None = None):
             ax.axvline(end * 1e3, color=CEILING, ls="--", lw=0.8, label=f"end of {what}")
     for ax in axes[-1]:
         ax.set_xlabel("time since the step started (ms)")
-    axes[0][0].legend(loc="lower right", fontsize=7)
-    axes[0][1].legend(loc="lower right", fontsize=7)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.32), ncols=3, fontsize=7)
     fig.suptitle(f"Pipeline over {p.stages} stage(s), batch of {p.rows} rows ({p.backend})\n"
                  f"{p.device}", fontsize=10)
     return fig
@@ -222,8 +223,8 @@ def memory(p):
     ax.set_yticks(range(len(rows)), labels)
     ax.set_ylim(len(rows) - 0.4, -0.6)
     ax.set_xlim(0, values[0] * 1.45)
-    ax.set_xlabel("parameters held (MiB, fp32; gradients and optimizer state scale the same)")
-    ax.legend(loc="lower right")
+    ax.set_xlabel("parameters held per device (MiB, fp32)")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25))
     title(ax, f"Model parallelism: memory per device, {p.stages} stages", p.device)
     return fig
 
@@ -233,7 +234,7 @@ def explore(result: dict):
     tl, pipe = result["ddp"], result["pipeline"]
     n_pipe = len(pipe.runs) if pipe else 0
     heights = [0.9 + 0.55 * 2 * tl.workers] + [0.9 + 0.45 * pipe.stages] * n_pipe
-    fig, axes = new_figure(1 + n_pipe, 1, figsize=(9, sum(heights) + 0.6), squeeze=False,
+    fig, axes = new_figure(1 + n_pipe, 1, figsize=(10, sum(heights) + 0.6), squeeze=False,
                            gridspec_kw={"height_ratios": heights})
     axes = axes[:, 0]
     ddp_timeline(tl, ax=axes[0])
@@ -246,12 +247,13 @@ def explore(result: dict):
             m = run.microbatches
             mod = pipe.model(m)
             ax.set_xlim(0, xmax)
-            ax.set_xlabel("time since the step started (ms)")
             ax.set_title(f"pipeline, {pipe.stages} stage(s), {m} micro-batch"
                          f"{'es' if m > 1 else ''}: step {run.timing.median_s * 1e3:.1f} ms, "
                          f"idle {run.bubble:.0%} measured, {mod.bubble_fraction:.0%} in the "
                          "GPipe model (p-1)/(m+p-1)", fontsize=9, loc="left")
-        axes[1].legend(loc="lower right", fontsize=7)
+        axes[-1].set_xlabel("time since the step started (ms)")
+        for ax in axes[1:]:
+            ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=7)
     return fig
 
 

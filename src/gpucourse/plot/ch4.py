@@ -270,14 +270,39 @@ def reduction_figure(result: dict) -> Figure:
                       ceiling_label="device-to-device copy (measured)",
                       title_text=f"Sum of {result['n']:,} floats: reduction ladder vs library",
                       device=result["device"])
-    refs = []
-    for r in result.get("reference", []):
-        for lab, g in zip(r["labels"], r["gbps"]):
-            refs.append((lab, g, _short(r["label"])))
-    return ladder(_timings(result["cpu_measured"]), metric="gbps", ceiling=copy,
+    cpu = sorted(result["cpu_measured"], key=lambda t: t["bytes"] / t["median_s"])  # slowest first
+    return ladder(_timings(cpu), metric="gbps", ceiling=copy,
                   ceiling_label="copy on this CPU (measured)",
                   title_text=f"Library sums of {result['n']:,} floats on this CPU",
-                  reference=refs, device=result["device"])
+                  device=result["device"])
+
+
+class Note:
+    """A sentence shown in place of a figure when there is nothing honest to draw."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def _repr_markdown_(self) -> str:
+        return f"*{self.text}*"
+
+
+def reduction_reference_figure(result: dict):
+    """The ladder as measured on a real GPU (reference data) against that GPU's copy bandwidth, or a note saying there is none."""
+    refs = [r for r in result.get("reference", []) if r.get("copy_gbps")]
+    if not refs:
+        return Note("No reference measurement of the reduction ladder on a GPU yet: "
+                    "run `make gpu-check` on a GPU to record one.")
+    r = refs[0]
+    bars = [(lab, g, _short(r["label"])) for lab, g in zip(r["labels"], r["gbps"])]
+    gpu = _short(r["label"]).replace("reference: ", "")
+    return ladder([], metric="gbps", ceiling=r["copy_gbps"],
+                  ceiling_label=f"device-to-device copy on {gpu} (reference)",
+                  title_text=f"Reduction ladder on {gpu} (reference data)", reference=bars,
+                  device=result["device"])
 
 
 # --------------------------------------------------------------------------- runner
@@ -289,11 +314,15 @@ def figures(results: dict) -> dict:
     sweep_res = results["block_size_sweep"]
     shown = min(sweep_res["block_sizes"], key=lambda b: abs(b - sweep_res["recommended"]))
     point = {**sweep_res, "point": _point_from_sweep(sweep_res, shown, ch4)}
-    return {"block_size": block_size_figure(point),
+    figs = {"block_size": block_size_figure(point),
             "divergence": divergence_figure(results["divergence"]),
             "streams": streams_figure(results["streams"]),
             "histogram": histogram_figure(results["histogram"]),
             "reduction": reduction_figure(results["reduction"])}
+    ref = reduction_reference_figure(results["reduction"])
+    if isinstance(ref, Figure):
+        figs["reduction_reference"] = ref
+    return figs
 
 
 def _point_from_sweep(res: dict, b: int, ch4) -> dict:
