@@ -865,7 +865,7 @@ def reference_summary() -> str:
     """One sentence per GPU whose reference file has chapter-1 data, or a note that none does."""
     from .. import reference
 
-    refs = [r for r in reference.available() if r.get("ch1") is not None]
+    refs = [r for r, _ in reference.find("ch1")]  # each with chapter 1's own date and command
     if not refs:
         return ("No reference measurements of chapter 1 from a real GPU are in this copy of the "
                 "course yet (`make gpu-check` on a GPU writes them), so GPU numbers below are models.")

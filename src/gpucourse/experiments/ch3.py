@@ -523,6 +523,8 @@ class Workers:
 
     def _died(self, ranks: list[int], what: str):
         ranks = sorted(set(ranks))
+        for r in ranks:  # the pipe closes a moment before the process is reaped: wait for its code
+            self._procs[r].join(timeout=2.0)
         reasons = ", ".join(f"rank {r} ({_exit_reason(self._procs[r].exitcode)})" for r in ranks)
         self.abort()
         raise WorkerDiedError(
