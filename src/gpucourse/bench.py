@@ -26,11 +26,21 @@ DEFAULT_WARMUP_S = {"cpu": 0.05, "cuda": 0.1}
 DEFAULT_MIN_TIME_S = 0.2
 
 
-def _fmt_time(seconds: float) -> str:
+def format_time(seconds: float) -> str:
+    """Seconds in the largest unit that keeps the value at or above 1: '1.23 ms'."""
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9)):
         if seconds >= scale or unit == "ns":
             return f"{seconds / scale:.3g} {unit}"
     return f"{seconds:.3g} s"
+
+
+def format_bytes(n: float, _pos=None) -> str:
+    """Bytes in binary units: '64 MiB' (also a matplotlib tick formatter)."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n:.3g} B"
+
 
 
 @dataclass
@@ -97,8 +107,8 @@ class Timing:
         return cls(**{k: v for k, v in d.items() if k in keys})
 
     def __str__(self) -> str:
-        s = (f"{self.label}: {_fmt_time(self.median_s)} median "
-             f"(p20 {_fmt_time(self.p20_s)}, p80 {_fmt_time(self.p80_s)}, "
+        s = (f"{self.label}: {format_time(self.median_s)} median "
+             f"(p20 {format_time(self.p20_s)}, p80 {format_time(self.p80_s)}, "
              f"{self.count} samples x {self.batch} calls, {self.method}, {self.device})")
         if self.gbps:
             s += f", {self.gbps:.3g} GB/s"
@@ -119,7 +129,7 @@ def timings_table(timings: list[Timing], baseline: Timing | None = None) -> str:
     base = baseline or timings[0]
     rows = []
     for t in timings:
-        cells = [t.label, _fmt_time(t.median_s), f"{_fmt_time(t.p20_s)} – {_fmt_time(t.p80_s)}",
+        cells = [t.label, format_time(t.median_s), f"{format_time(t.p20_s)} – {format_time(t.p80_s)}",
                  f"{t.count}×{t.batch}",
                  f"{t.gbps:.3g}" if t.gbps else "", f"{t.gflops:.3g}" if t.gflops else "",
                  f"{t.speedup_over(base):.2f}×"]

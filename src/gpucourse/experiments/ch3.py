@@ -39,6 +39,7 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
+from ..bench import format_bytes as _fmt_bytes, format_time as _fmt_s
 from .. import bench, check, models
 from .. import device as _device
 from ..errors import CourseError
@@ -1058,16 +1059,8 @@ def _task_pipeline(ctx: WorkerContext, width: int, depth: int, rows: int,
 
 # =========================================================================== results
 
-def _fmt_bytes(n: float) -> str:
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= size:
-            v = n / size
-            return f"{v:.3g} {unit}"
-    return f"{n:.0f} B"
 
 
-def _fmt_s(t: float) -> str:
-    return bench._fmt_time(t)
 
 
 def _table(head: Sequence[str], rows: Sequence[Sequence[str]], note: str = "") -> str:

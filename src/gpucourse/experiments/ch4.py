@@ -294,35 +294,13 @@ def sweep_table(sweep: dict) -> Table:
                                f"({sweep['regs_source']})")
 
 
-class Source:
-    """CUDA C text that shows as a highlighted block in a notebook."""
-
-    def __init__(self, text: str):
-        self.text = text
-
-    def __str__(self) -> str:
-        return self.text
-
-    __repr__ = __str__
-
-    def _repr_markdown_(self) -> str:
-        return f"```cuda\n{self.text}\n```"
 
 
-def kernel_source(file: str, name: str) -> Source:
+def kernel_source(file: str, name: str):
     """The source of one ``__global__`` function of a course kernel file."""
     from .. import kernels
 
-    text = (kernels.KERNEL_DIR / f"{file}.cu").read_text()
-    start = text.index(f"void {name}(")
-    start = text.rindex("extern", 0, start)
-    depth, i = 0, text.index("{", start)
-    while True:
-        depth += {"{": 1, "}": -1}.get(text[i], 0)
-        if depth == 0:
-            break
-        i += 1
-    return Source(text[start:i + 1])
+    return kernels.source_of(file, name)
 
 
 def tail_effect(gpu, block_size: int, blocks_per_sm: int | None = None, max_waves: float = 4.0) -> dict:

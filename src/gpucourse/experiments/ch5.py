@@ -121,39 +121,13 @@ class Note(str):
         return f"*{self}*"
 
 
-class Source:
-    """CUDA C text that shows as a highlighted block in a notebook."""
-
-    def __init__(self, text: str):
-        self.text = text
-
-    def __str__(self) -> str:
-        return self.text
-
-    __repr__ = __str__
-
-    def _repr_markdown_(self) -> str:
-        return f"```cuda\n{self.text}\n```"
 
 
-def kernel_source(name: str, file: str = "matmul") -> Source:
+def kernel_source(name: str, file: str = "matmul"):
     """The source of one ``__global__`` function of a course kernel file."""
-    import re
-
     from .. import kernels
 
-    text = (kernels.KERNEL_DIR / f"{file}.cu").read_text()
-    m = re.search(rf"\b{re.escape(name)}\s*\(", text)
-    if m is None:
-        raise ValueError(f"{file}.cu has no kernel {name!r}.")
-    start = text.rindex("extern", 0, m.start())
-    depth, i = 0, text.index("{", m.end())
-    while True:
-        depth += {"{": 1, "}": -1}.get(text[i], 0)
-        if depth == 0:
-            break
-        i += 1
-    return Source(text[start:i + 1])
+    return kernels.source_of(file, name)
 
 
 def library_table() -> Table:

@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import bench, check, device, models, reference, specs
+from ..check.ch6 import ReferenceScaler
 from ..errors import DeviceError, PrecisionError
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "int8")
@@ -684,36 +685,14 @@ def scaled_gradients(master, xb, yb, s: ScalingSetup, dtype=torch.float16, scale
     return float(loss.detach()), [p.grad for p in params]
 
 
-class DynamicLossScaler:
+class DynamicLossScaler(ReferenceScaler):
     """The dynamic loss scaling of ``torch.amp.GradScaler``, written out for the lesson.
 
     Multiply the loss by ``scale``; after backward, unscale the gradients in FP32. If any is
     inf or NaN, skip the step and multiply the scale by ``backoff_factor``; after
-    ``growth_interval`` clean steps in a row, multiply it by ``growth_factor``.
+    ``growth_interval`` clean steps in a row, multiply it by ``growth_factor``. The rule is
+    the lab checker's reference (``gpucourse.check.ch6.ReferenceScaler``), so the two agree.
     """
-
-    def __init__(self, init_scale: float = 2.0 ** 16, growth_factor: float = 2.0,
-                 backoff_factor: float = 0.5, growth_interval: int = 2000):
-        self.scale = float(init_scale)
-        self.growth_factor, self.backoff_factor = growth_factor, backoff_factor
-        self.growth_interval = growth_interval
-        self.clean_steps = 0
-
-    def unscale(self, grads):
-        """(FP32 gradients divided by the scale, True if any is inf or NaN)."""
-        out = [g.float() / self.scale for g in grads]
-        found_inf = not all(bool(torch.isfinite(g).all()) for g in out)
-        return out, found_inf
-
-    def update(self, found_inf: bool) -> None:
-        if found_inf:
-            self.scale *= self.backoff_factor
-            self.clean_steps = 0
-        else:
-            self.clean_steps += 1
-            if self.clean_steps == self.growth_interval:
-                self.scale *= self.growth_factor
-                self.clean_steps = 0
 
 
 @dataclass

@@ -36,7 +36,8 @@ from ..emulator.source import (KernelSignature, Param, c_string, define_lines, d
 KERNEL_DIR = Path(__file__).resolve().parent
 
 __all__ = ["load", "from_source", "available", "KernelModule", "Kernel", "Limits",
-           "UnknownKernelError", "KernelFileNotFoundError", "EMULATOR_LIMITS", "KERNEL_DIR"]
+           "UnknownKernelError", "KernelFileNotFoundError", "EMULATOR_LIMITS", "KERNEL_DIR",
+           "Source", "source_of"]
 
 
 class UnknownKernelError(LaunchError, AttributeError):
@@ -420,3 +421,36 @@ def from_source(code: str, defines: dict | None = None, *, name: str = "kernel.c
     """The kernels of a CUDA C source string; ``name`` is the file name errors show."""
     filename = name if name.endswith(".cu") else f"{name}.cu"
     return _module(code, filename, defines, backend)
+
+
+class Source:
+    """CUDA C text that shows as a highlighted block in a notebook."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+    __repr__ = __str__
+
+    def _repr_markdown_(self) -> str:
+        return f"```cuda\n{self.text}\n```"
+
+
+def source_of(file: str, kernel: str) -> Source:
+    """The source of one ``__global__`` function of a course kernel file, for display."""
+    import re
+
+    text = (KERNEL_DIR / f"{file}.cu").read_text()
+    m = re.search(rf"\b{re.escape(kernel)}\s*\(", text)
+    if m is None:
+        raise ValueError(f"{file}.cu has no kernel {kernel!r}.")
+    start = text.rindex("extern", 0, m.start())
+    depth, i = 0, text.index("{", m.end())
+    while True:
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            break
+        i += 1
+    return Source(text[start:i + 1])

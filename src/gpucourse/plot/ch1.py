@@ -8,6 +8,7 @@ from matplotlib import ticker
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from ..bench import format_bytes as _fmt_bytes, format_time as _fmt_s
 from .. import reference as _reference
 from . import (CEILING, MEASURED, MODEL, NAIVE, OPTIMIZED, PALETTE, REFERENCE, new_figure,
                roofline, sweep, title)
@@ -37,18 +38,8 @@ def plain_log_axes(ax, xticks=None) -> None:
         ax.yaxis.set_minor_formatter(ticker.NullFormatter())
 
 
-def _fmt_bytes(v: float, _pos=None) -> str:
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if v >= size:
-            return f"{v / size:g} {unit}"
-    return f"{v:g} B"
 
 
-def _fmt_s(seconds: float) -> str:
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if seconds >= scale:
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds * 1e9:.3g} ns"
 
 
 # --------------------------------------------------------------------------- 0. the GPU

@@ -5,6 +5,7 @@ from __future__ import annotations
 from matplotlib import ticker
 from matplotlib.figure import Figure
 
+from ..bench import format_bytes as _fmt_bytes, format_time as _fmt_s
 from .. import reference as _reference
 from ..bench import Timing, Timings
 from . import CEILING, MEASURED, MODEL, NAIVE, OPTIMIZED, REFERENCE, new_figure, title
@@ -20,18 +21,8 @@ def references(key: str) -> list[tuple[str, dict]]:
             if isinstance(value, dict)]
 
 
-def _fmt_bytes(v: float, _pos=None) -> str:
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if v >= size:
-            return f"{v / size:g} {unit}"
-    return f"{v:g} B"
 
 
-def _fmt_s(seconds: float) -> str:
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if seconds >= scale:
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds * 1e9:.3g} ns"
 
 
 def _where(result: dict) -> str:
