@@ -105,9 +105,19 @@ class LabServer:
                "jupyterlab.NeverCheckForUpdate"]
         if os.geteuid() == 0:
             cmd.append("--allow-root")
+        # Render every cell (no windowing), so that every prompt and output is in the page,
+        # and do not ask about news: a fresh settings folder for this server only.
+        settings = self.log_path.parent / "lab-settings"
+        tracker = settings / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
+        tracker.parent.mkdir(parents=True, exist_ok=True)
+        tracker.write_text('{"windowingMode": "none"}')
+        news = settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
+        news.parent.mkdir(parents=True, exist_ok=True)
+        news.write_text('{"fetchNews": "false", "checkForUpdates": false}')
+        env = dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(settings))
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT,
-                                     start_new_session=True, cwd=ROOT)
+                                     start_new_session=True, cwd=ROOT, env=env)
         PIDFILE.write_text(str(self.proc.pid))
         deadline = time.time() + 90
         while time.time() < deadline:
