@@ -1,5 +1,7 @@
 import json
 
+import pytest
+
 import check_notebooks
 from nbtools import build, write
 
@@ -24,6 +26,7 @@ def _problems(tmp_path, folder, nb):
     return check_notebooks.all_problems(tmp_path)
 
 
+@pytest.mark.filterwarnings("ignore::nbformat.warnings.MissingIDFieldWarning")  # a missing id is the point
 def test_detects_each_kind_of_problem(tmp_path):
     nb = build([("code", "1 + 1")])
     assert _problems(tmp_path / "a", "notebooks", nb) == []
