@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _common import pin_to_one_core  # benchmarks/ is on sys.path when run as a script
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
@@ -88,17 +89,9 @@ matmul_tiled[blocks, (TILE, TILE)](A, B, C, n)
 seconds = time.perf_counter() - t0
 ok = bool(np.allclose(C, A.astype(np.float64) @ B.astype(np.float64), rtol=1e-4, atol=1e-3))
 import numba
+
 print(json.dumps({"seconds": seconds, "correct": ok, "numba": numba.__version__}))
 """
-
-
-def pin_to_one_core() -> str:
-    try:
-        core = min(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, {core})
-        return f"pinned to CPU core {core}"
-    except (AttributeError, OSError):
-        return "not pinned (no sched_setaffinity here)"
 
 
 def emulator_figures(runs: int) -> dict:

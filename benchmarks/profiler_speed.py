@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _common import pin_to_one_core  # benchmarks/ is on sys.path when run as a script
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
@@ -42,6 +43,7 @@ import numpy as np
 sys.path.insert(0, sys.argv[1])
 t0 = time.perf_counter()
 import gpucourse as gc
+
 k = getattr(gc.kernels.load("transpose", backend="cpu"), sys.argv[2])
 a = np.random.default_rng(0).random((256, 256), dtype=np.float32)
 out = np.zeros_like(a)
@@ -49,15 +51,6 @@ p = gc.profiler.profile(k, (8, 8), (32, 8), (a, out, np.int32(256), np.int32(256
 seconds = time.perf_counter() - t0
 print(json.dumps({"seconds": seconds, "correct": bool(np.array_equal(out, a.T))}))
 """
-
-
-def pin_to_one_core() -> str:
-    try:
-        core = min(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, {core})
-        return f"pinned to CPU core {core}"
-    except (AttributeError, OSError):
-        return "not pinned (no sched_setaffinity here)"
 
 
 def warm_figures(version: str, runs: int) -> dict:

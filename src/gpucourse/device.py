@@ -5,6 +5,7 @@ The environment variable ``GPUCOURSE_DEVICE=cpu|cuda`` overrides the choice.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import html
 import os
@@ -138,6 +139,21 @@ def synchronize() -> None:
         import torch
 
         torch.cuda.synchronize()
+
+
+@contextlib.contextmanager
+def tf32(enabled: bool):
+    """Let PyTorch's FP32 matmuls and convolutions use TF32 tensor cores inside the block, or
+    force true FP32 with ``enabled=False``; the previous settings come back afterwards."""
+    import torch
+
+    old = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    torch.backends.cudnn.allow_tf32 = enabled
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
 
 
 def torch_device() -> str:

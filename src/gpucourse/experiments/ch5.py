@@ -101,17 +101,9 @@ def _cdiv(a: int, b: int) -> int:
     return (a + b - 1) // b
 
 
-@contextlib.contextmanager
 def _fp32_math(tf32: bool = False):
     """Make PyTorch's CUDA matmuls and convolutions use true FP32 (or TF32), then restore."""
-    torch = _torch()
-    old = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.allow_tf32 = tf32
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
+    return device.tf32(tf32)
 
 
 class Note(str):
