@@ -23,3 +23,7 @@ class SpecError(CourseError, ValueError):
 
 class PrecisionError(CourseError, ValueError):
     """A precision the device or the operation does not support."""
+
+
+class KernelError(CourseError, RuntimeError):
+    """A kernel that failed while it ran: stuck at a barrier, crashed, timed out or raced."""

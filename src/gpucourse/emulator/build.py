@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import CompileError, CourseError, DeviceError, LaunchError
+from ..errors import CompileError, DeviceError, KernelError, LaunchError
 from .source import (KernelSignature, c_string, check_supported, define_lines, find_kernels,
                      rewrite_for_emulator)
 
@@ -36,10 +36,6 @@ BASE_FLAGS = ("-O2", "-std=c++17", "-fPIC", "-fvisibility=hidden", "-fno-strict-
 
 _lock = threading.RLock()          # one launch at a time: the runtime's state is global
 _loaded: dict[str, "Library"] = {}
-
-
-class KernelError(CourseError, RuntimeError):
-    """A kernel that failed while it ran: stuck at a barrier, crashed, timed out or raced."""
 
 
 # --------------------------------------------------------------------------- toolchain
