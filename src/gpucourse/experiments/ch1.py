@@ -413,8 +413,11 @@ def gpu_stride_sweep(strides=STRIDES, nbytes: int | None = None, block: int = BL
     coalesced = bench.benchmark(launch_copy, ks, x, y, n, None, block, label="copy_v1_coalesced",
                                 bytes=8 * n, size=n, min_time_s=min_time_s)
     versions = {"copy_v1_coalesced": coalesced.gbps}
-    for name, k in ks["others"].items():  # one launch config that suits any bounds-checked kernel
-        args = ((math.ceil(n / block),), (block,), (x, y, np.int32(n)))
+    # The other versions loop with the grid's stride (copy.cu's contract for them): a few waves
+    # of blocks cover any n, where one thread per element would leave most blocks idle.
+    others_grid = min(math.ceil(n / block), 32 * (device.describe().sm_count or 80))
+    for name, k in ks["others"].items():
+        args = ((others_grid,), (block,), (x, y, np.int32(n)))
         y.fill(-1)
         k(*args)
         _sync()
