@@ -217,6 +217,25 @@ def chapter_checks(budget_end: float, save=lambda: None, record=None) -> dict:
     return out
 
 
+def print_thresholds(chapters: dict) -> None:
+    """Each chapter's acceptance figures, one line each: the summary an issue note needs."""
+    print("\nchapter thresholds (value vs limit):")
+    for n, chapter in chapters.items():
+        if chapter.get("status") != "ok":
+            print(f"  ch{n}: {chapter.get('status')}: {chapter.get('reason') or chapter.get('error', '')}")
+            continue
+        result = chapter.get("result") or {}
+        checks = result.get("checks") or result.get("thresholds") or {}
+        for name, c in checks.items():
+            if isinstance(c, dict):
+                value = "-" if c.get("value") is None else f"{c['value']:.3g}"
+                limit = "-" if c.get("threshold") is None else f"{c['threshold']:.3g}"
+                print(f"  ch{n} {'PASS' if c.get('passed') else 'FAIL'} {name}: {value} (limit {limit})"
+                      f" {c.get('what', '')}")
+            else:
+                print(f"  ch{n} {'PASS' if c else 'FAIL'} {name}")
+
+
 def _jsonable(obj):
     try:
         import numpy as np
@@ -303,6 +322,7 @@ def main() -> int:
     save()
     record["chapters"] = {} if args.skip_chapters else chapter_checks(start + args.budget_s, save, record)
     save()
+    print_thresholds(record["chapters"])
     # The emulator profiler's counters against Nsight Compute's (skips itself without ncu).
     sys.path.insert(0, str(ROOT / "tools"))
     import ncu_compare

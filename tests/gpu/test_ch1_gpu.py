@@ -33,7 +33,7 @@ def test_gpu_check_meets_the_issue_thresholds(result):
     checks = result["checks"]
     assert checks["coalesced_pct_of_copy"]["value"] >= 80, checks
     assert checks["stride32_slowdown"]["value"] >= 5, checks
-    assert result["pass"]
+    assert result["passed"]
     sweep = result["stride_sweep"]
     assert sweep["nbytes"] >= 8 * (sweep["l2_bytes"] or 0)  # far larger than L2
 

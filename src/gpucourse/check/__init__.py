@@ -200,3 +200,14 @@ def expect_failure(match: str = ""):
             raise AssertionError(f"failed, but the message lacks {match!r}: {e}") from e
         return
     raise AssertionError("expected the check to fail, but it passed")
+
+
+def threshold(value, limit, ok: bool, what: str) -> dict:
+    """One acceptance figure of a chapter's GPU check: the value, its limit and whether it holds.
+
+    Every chapter's ``gpu_check()`` reports its figures in this shape, so that
+    ``make gpu-check`` can print them side by side.
+    """
+    return {"value": None if value is None else float(value),
+            "threshold": None if limit is None else float(limit),
+            "passed": bool(ok), "what": what}

@@ -941,14 +941,14 @@ def gpu_check() -> dict:
     slow = sweep["gbps"][i1] / sweep["gbps"][i32]
     out["stride_sweep"] = sweep
     out["checks"] = {
-        "coalesced_pct_of_copy": {"value": pct, "threshold": 80.0, "pass": bool(pct >= 80.0),
-                                  "what": f"{sweep['coalesced_kernel']} (the fastest coalesced "
-                                          "version of copy.cu) as % of the library's device copy"},
-        "stride32_slowdown": {"value": slow, "threshold": 5.0, "pass": bool(slow >= 5.0),
-                              "what": "copy_v2_strided: time at stride 32 / time at stride 1"}}
+        "coalesced_pct_of_copy": check.threshold(
+            pct, 80.0, pct >= 80.0, f"{sweep['coalesced_kernel']} (the fastest coalesced version "
+                                    "of copy.cu) as % of the library's device copy"),
+        "stride32_slowdown": check.threshold(
+            slow, 5.0, slow >= 5.0, "copy_v2_strided: time at stride 32 / time at stride 1")}
     if _torch_cuda():
         out["transfer"] = transfer_vs_compute(gpu=default_gpu(), nbytes=256 * MiB, matmul_n=2048,
                                               min_time_s=0.1)
     out["roofline"] = gpu_roofline(min_time_s=0.1)
-    out["pass"] = all(c["pass"] for c in out["checks"].values())
+    out["passed"] = all(c["passed"] for c in out["checks"].values())
     return out

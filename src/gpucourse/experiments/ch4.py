@@ -898,8 +898,6 @@ def run_all(quick: bool = True, progress=None) -> dict:
     return out
 
 
-def _check(value: float, threshold: float, ok: bool, what: str) -> dict:
-    return {"value": float(value), "threshold": float(threshold), "passed": bool(ok), "what": what}
 
 
 def gpu_check() -> dict:
@@ -925,14 +923,14 @@ def gpu_check() -> dict:
     copy_gbps = red["copy"]["gbps"]
     div = divergence(min_time_s=0.05)
     checks = {
-        "block_size": _check(rec_time / best, 1.10, rec_time <= 1.10 * best,
+        "block_size": check.threshold(rec_time / best, 1.10, rec_time <= 1.10 * best,
                              f"time at the recommended block {rec} / best time of the sweep"),
-        "histogram_skewed_speedup": _check(hist["measured"]["speedup"][-1], 3.0,
+        "histogram_skewed_speedup": check.threshold(hist["measured"]["speedup"][-1], 3.0,
                                            hist["measured"]["speedup"][-1] >= 3.0,
                                            "privatized vs global atomics on skewed data (x)"),
-        "streams_overlap": _check(st["overlap_vs_bound"], 1.20, st["overlap_vs_bound"] <= 1.20,
+        "streams_overlap": check.threshold(st["overlap_vs_bound"], 1.20, st["overlap_vs_bound"] <= 1.20,
                                   "multi-stream total / max(copy, compute)"),
-        "reduction_vs_copy": _check(best_red["gbps"] / copy_gbps, 0.80,
+        "reduction_vs_copy": check.threshold(best_red["gbps"] / copy_gbps, 0.80,
                                     best_red["gbps"] >= 0.80 * copy_gbps,
                                     f"best reduction ({best_red['label']}) GB/s / copy GB/s"),
     }

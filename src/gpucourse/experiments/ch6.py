@@ -1370,8 +1370,6 @@ def run_all(quick: bool = True, progress=None) -> dict:
     return out
 
 
-def _check(value: float, threshold: float, ok: bool, what: str) -> dict:
-    return {"value": float(value), "threshold": float(threshold), "passed": bool(ok), "what": what}
 
 
 def int8_gemm(m: int = 8192, k: int = 8192, n: int = 8192, min_time_s: float = 0.2,
@@ -1435,19 +1433,19 @@ def gpu_check() -> dict:
     align = alignment(dev=dev)
     bf16_fp16 = bf16_vs_fp16_matmul(dev=dev)
     checks = {
-        "bf16_autocast_speedup": _check(sp.get("bf16", 0.0), 2.0,
+        "bf16_autocast_speedup": check.threshold(sp.get("bf16", 0.0), 2.0,
                                         sp.get("bf16", 0.0) >= 2.0 or cc < (8, 0),
                                         "fp32 step time / bf16 autocast step time (x); "
                                         "required on GPUs with BF16 tensor cores"),
-        "fp16_scaled_matches_fp32": _check(max(ls["max_rel_gap"]["static"], ls["max_rel_gap"]["dynamic"]),
+        "fp16_scaled_matches_fp32": check.threshold(max(ls["max_rel_gap"]["static"], ls["max_rel_gap"]["dynamic"]),
                                            LOSS_MATCH_RTOL,
                                            all(ls["scaled_match"].values()),
                                            "largest relative loss gap, scaled fp16 vs fp32"),
-        "fp16_unscaled_loses_gradients": _check(ls["max_zeroed_unscaled"], 0.05,
+        "fp16_unscaled_loses_gradients": check.threshold(ls["max_zeroed_unscaled"], 0.05,
                                                 ls["max_zeroed_unscaled"] >= 0.05,
                                                 "largest share of weight gradients flushed to zero, "
                                                 "fp16 without scaling"),
-        "int8_gemm_faster_than_bf16": _check(gemm["int8_tops"] / gemm["bf16_tops"], 1.0,
+        "int8_gemm_faster_than_bf16": check.threshold(gemm["int8_tops"] / gemm["bf16_tops"], 1.0,
                                              gemm["int8_tops"] > gemm["bf16_tops"],
                                              "int8 TOP/s / bf16 TFLOP/s for an 8192^3 matmul"),
     }
