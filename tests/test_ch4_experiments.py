@@ -77,6 +77,9 @@ def test_streams_model():
     assert res["synced"]["total_s"] == pytest.approx(res["serial"]["total_s"])
     # 16 equal chunks of 3 equal stages: (16 + 2) / 16 of the bound
     assert res["overlap_vs_bound"] == pytest.approx(18 / 16)
+    # The model's link is full duplex: copies in and out together cost one copy.
+    assert res["copy_s"] == pytest.approx(max(res["h2d_s"], res["d2h_s"]))
+    assert res["bound_isolated_s"] == pytest.approx(res["bound_s"])
     one = ch4.streams(n_streams=1, chunks=16)
     assert one["multi"]["total_s"] == pytest.approx(one["serial"]["total_s"])
     assert "(model)" in plot4.streams_figure(res).axes[0].get_title(loc="left")

@@ -44,6 +44,9 @@ def test_streams_measured():
     assert res["kind"] == "measured"
     assert res["multi"]["total_s"] < res["serial"]["total_s"]
     assert len(res["multi"]["ops"]) == 3 * 8
+    # Both directions at once take at least as long as either alone, and at most both in a row.
+    assert max(res["h2d_s"], res["d2h_s"]) * 0.95 <= res["duplex_s"] <= (res["h2d_s"] + res["d2h_s"]) * 1.05
+    assert res["bound_s"] >= res["bound_isolated_s"] * 0.95
     plot4.streams_figure(res)
 
 

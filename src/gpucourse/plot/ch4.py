@@ -176,7 +176,12 @@ def streams_figure(result: dict) -> Figure:
         events = [(eng, op, 1e3 * s, 1e3 * e) for eng, op, s, e, *_ in case["ops"]]
         timeline(events, title_text="", is_model=is_model, device=result["device"], ax=ax)
         ax.axvline(1e3 * result["bound_s"], color=CEILING, ls="--", lw=1.2,
-                   label="max(copy, compute)")
+                   label="max(copy, compute), copies in and out together")
+        isolated = result.get("bound_isolated_s")
+        if isolated and abs(isolated / result["bound_s"] - 1) > 0.02:
+            # Measured: the link is slower when both directions are busy than each alone.
+            ax.axvline(1e3 * isolated, color=CEILING, ls=":", lw=1.2,
+                       label="the longest stage run alone")
         ax.set_title("")  # one title per panel, on the left, plus the figure's title
         ax.set_title(f"{what}: {1e3 * case['total_s']:.3g} ms "
                      f"({case['total_s'] / result['bound_s']:.2f}x the bound)"
