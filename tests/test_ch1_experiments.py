@@ -141,3 +141,20 @@ def test_reference_data_is_drawn_hollow_and_labelled():
         reference_rows=[(label, rows)])
     assert any(label in t.get_text() for t in fig.axes[0].texts)
     assert "No reference" in ch1.reference_summary() or "measured" in ch1.reference_summary()
+
+
+def test_reference_summary_reads_old_and_new_check_shapes(tmp_path, monkeypatch):
+    import functools
+
+    from gpucourse import check, reference
+
+    new = {"checks": {"coalesced_pct_of_copy": check.threshold(91.5, 80, True, "copy")}}
+    old = {"checks": {"coalesced_pct_of_copy": {"value": 59.4, "threshold": 80.0, "pass": False}}}
+    reference.write({"ch1": new}, gpu="NVIDIA H100 80GB HBM3", command="make gpu-check",
+                    folder=tmp_path, date="2026-11-01")
+    reference.write({"ch1": old}, gpu="NVIDIA A100-SXM4-40GB", command="make gpu-check",
+                    folder=tmp_path, date="2026-10-01")
+    monkeypatch.setattr(reference, "find", functools.partial(reference.find, folder=tmp_path))
+    text = ch1.reference_summary()
+    assert "coalesced_pct_of_copy = 91.5 (pass)" in text
+    assert "coalesced_pct_of_copy = 59.4 (fail)" in text

@@ -514,3 +514,20 @@ def test_every_result_is_labelled_a_model(result):
         result.time = 0  # frozen
     assert pickle.loads(pickle.dumps(result)) == result
     assert isinstance(dataclasses.asdict(result), dict)
+
+
+def test_bytes_in_flight_is_littles_law():
+    r = models.bytes_in_flight("H200", bytes_per_thread=4)
+    assert r.bytes_in_flight == 132 * 2048 * 4
+    assert r.covered_latency == pytest.approx(r.bytes_in_flight / r.bandwidth)
+    # Wider loads cover proportionally more latency; a long latency caps the bandwidth.
+    wide = models.bytes_in_flight("H200", bytes_per_thread=16)
+    assert wide.covered_latency == pytest.approx(4 * r.covered_latency)
+    assert r.bandwidth_at(2 * r.covered_latency) == pytest.approx(r.bandwidth / 2)
+    assert r.bandwidth_at(r.covered_latency / 2) == pytest.approx(r.bandwidth)  # never above peak
+    # A T4 holds 1024 threads per SM and has far less bandwidth: one float each covers more.
+    t4 = models.bytes_in_flight("T4")
+    assert t4.threads_per_sm == 1024 and t4.covered_latency > r.covered_latency
+    assert str(r).startswith("model: ")
+    with pytest.raises(models.ModelInputError):
+        models.bytes_in_flight("H200", bytes_per_thread=0)

@@ -1,5 +1,6 @@
 """Analytic models of GPU behaviour: occupancy, memory sectors, bank conflicts, roofline,
-transfers, streams, all-reduce, pipeline bubbles, training memory, warp divergence.
+transfers, streams, all-reduce, pipeline bubbles, training memory, warp divergence, bytes in
+flight (Little's law).
 
 Pure functions of their arguments (no GPU needed). Each returns a small frozen record whose
 printed and HTML forms say "model", so a learner never mistakes one for a measurement.
@@ -299,6 +300,52 @@ def sectors(addresses: Iterable[int], elem_bytes: int = 4) -> Sectors:
     return Sectors(lanes=len(addrs), elem_bytes=elem, requested_bytes=len(touched_bytes),
                    sectors=len(secs), lines=len(lines), transferred_bytes=moved,
                    efficiency=len(touched_bytes) / moved)
+
+
+# --------------------------------------------------------------------------- bytes in flight
+
+@dataclass(frozen=True)
+class InFlight(_ModelResult):
+    """Loads a full GPU keeps in flight, and the memory latency they can cover (Little's law)."""
+
+    gpu: str
+    sm_count: int
+    threads_per_sm: int
+    bytes_per_thread: int
+    bytes_in_flight: int
+    bandwidth: float
+    covered_latency: float
+
+    def bandwidth_at(self, latency: float) -> float:
+        """Bandwidth (bytes/s) these loads sustain when each takes ``latency`` seconds."""
+        return min(self.bandwidth, self.bytes_in_flight / _positive(latency, "latency"))
+
+    def _headline(self) -> str:
+        return (f"{self.sm_count} SMs x {self.threads_per_sm} threads x {self.bytes_per_thread} B = "
+                f"{_bytes(self.bytes_in_flight)} in flight on {self.gpu}; at "
+                f"{self.bandwidth / 1e12:.3g} TB/s that is {self.covered_latency * 1e9:.0f} ns of "
+                "memory latency covered")
+
+    def _rows(self):
+        return [("rule", "bandwidth = bytes in flight / latency (Little's law), at most the peak"),
+                ("every thread resident", f"{self.threads_per_sm} per SM, one load of "
+                                          f"{self.bytes_per_thread} B outstanding each")]
+
+
+def bytes_in_flight(gpu, bytes_per_thread: int = 4) -> InFlight:
+    """Bytes a GPU has in flight when every resident thread waits on ``bytes_per_thread``.
+
+    Little's law: to stream at bandwidth B with latency L, B x L bytes must be outstanding.
+    The covered latency is bytes in flight / peak bandwidth; a memory access that takes longer
+    leaves the bus idle, whatever the access pattern.
+    """
+    spec = specs.lookup(gpu)
+    per_thread = _int(bytes_per_thread, "bytes_per_thread", 1)
+    threads = specs.occupancy_limits(spec.cc).max_threads_per_sm
+    total = spec.sm_count * threads * per_thread
+    return InFlight(gpu=spec.name, sm_count=spec.sm_count, threads_per_sm=threads,
+                    bytes_per_thread=per_thread, bytes_in_flight=total,
+                    bandwidth=spec.bandwidth_Bps, covered_latency=total / spec.bandwidth_Bps)
 
 
 # --------------------------------------------------------------------------- shared-memory banks

@@ -875,7 +875,9 @@ def reference_summary() -> str:
     lines = []
     for r in refs:
         checks = r.get("ch1", "checks", default={})
-        found = ", ".join(f"{k} = {v['value']:.3g} ({'pass' if v['pass'] else 'fail'})"
+        # "passed" since check.threshold; files measured before it say "pass".
+        found = ", ".join(f"{k} = {v['value']:.3g} "
+                          f"({'pass' if v.get('passed', v.get('pass')) else 'fail'})"
                           for k, v in checks.items() if isinstance(v, dict) and "value" in v)
         lines.append(f"{r.provenance}" + (f": {found}" if found else ""))
     return "\n".join(lines)
