@@ -180,6 +180,18 @@ def _widget_box(page, description: str):
     return label.locator("xpath=ancestor::div[contains(@class,'jp-OutputArea-output')][1]")
 
 
+def _wait_settled(page, description: str, timeout_s: float) -> None:
+    """Wait until the widget has drawn its last value (a slider move can queue several runs)."""
+    box = _widget_box(page, description)
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        idle = page.get_by_text("Python 3 (ipykernel) | Idle").count() > 0
+        if idle and box.get_by_text("running…").count() == 0:
+            return
+        time.sleep(0.5)
+    raise BrowserTestError(f"the {description!r} widget was still running after {timeout_s:.0f} s")
+
+
 def _move(page, description: str, how: str) -> None:
     box = _widget_box(page, description)
     if how == "slider":
@@ -229,6 +241,7 @@ def check_notebook(page, server: LabServer, nb: pathlib.Path, shots: pathlib.Pat
             failures.append(f"{rel}: moving {description!r} did not change the figure")
         else:
             print(f"  {nb.stem}: moving {description!r} redrew the figure")
+            _wait_settled(page, description, timeout_s)
     # Show a rendered figure (and its widget, if any) in the screenshot.
     target = (_widget_box(page, INTERACTIONS[nb.stem][0][0]) if nb.stem in INTERACTIONS
               else page.locator(".jp-OutputArea-output img").first)

@@ -29,6 +29,9 @@ PINNED_EFFICIENCY = 0.85
 PAGEABLE_FRACTION_OF_PINNED = 0.5
 
 ESTIMATED_SOURCE = "estimated from device properties"
+# The GPU the models describe when the course runs without one: the GPU the shipped reference
+# measurements come from, so that models and measurements in one figure are of the same GPU.
+DEFAULT_GPU = "H200"
 
 
 class ReadOnlyDict(dict):

@@ -25,7 +25,7 @@ BLOCK = 256
 ELEM_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
 CPU_LINE_BYTES = 64
 # Used by the model views when the active device is not a GPU of the spec table.
-FALLBACK_GPU = "H100-SXM"
+FALLBACK_GPU = specs.DEFAULT_GPU
 MiB = 2**20
 
 

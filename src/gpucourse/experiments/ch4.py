@@ -18,7 +18,7 @@ from .. import bench, check, device, models, reference, specs
 from ..errors import DeviceError
 
 # The GPU the models describe when no GPU is present (any name from specs.names()).
-DEFAULT_GPU = "H100-SXM"
+DEFAULT_GPU = specs.DEFAULT_GPU
 BLOCK_SIZES = (32, 48, 64, 96, 100, 128, 192, 200, 256, 384, 512, 768, 1024)
 # saxpy compiles to well under 32 registers per thread on every nvcc we know of; at <= 32
 # registers, registers never limit occupancy, so the exact count does not change the model.

@@ -23,7 +23,7 @@ from ..errors import DeviceError, PrecisionError
 
 SECTION = "ch5"
 # The GPU the models describe when no GPU is present (any name from specs.names()).
-DEFAULT_GPU = "H200"
+DEFAULT_GPU = specs.DEFAULT_GPU
 
 
 # --------------------------------------------------------------------------- helpers

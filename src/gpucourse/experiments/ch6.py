@@ -42,7 +42,7 @@ CPU_THREADS = 1
 # curves, step by step, that we accept.
 LOSS_MATCH_RTOL = 0.01
 # The GPU the models describe when no GPU is present.
-DEFAULT_GPU = "H100-SXM"
+DEFAULT_GPU = specs.DEFAULT_GPU
 
 
 # --------------------------------------------------------------------------- helpers

@@ -392,6 +392,6 @@ def figures(results: dict) -> dict:
            "scale_sweep": scale_sweep_figure(results["scale_sweep"],
                                              device=results["loss_scaling"]["device"]),
            "amp": amp_figure(results["amp"], model_gpu=None if results["amp"]["backend"] == "cuda"
-                             else "H100-SXM"),
+                             else specs.DEFAULT_GPU),
            "int8": int8_figure(results["int8"])}
     return out
