@@ -98,9 +98,11 @@ UNITS = {"time": "median time per call (ms)", "gbps": "effective bandwidth (GB/s
 
 def ladder(timings: Sequence[Timing], metric: str = "gbps", ceiling: float | None = None,
            ceiling_label: str = "ceiling", title_text: str = "Naive → optimized",
-           reference: Sequence[tuple[str, float, str]] = (), device: str | None = None) -> Figure:
+           reference: Sequence[tuple[str, float, str]] = (), device: str | None = None,
+           ceiling_name: str = "ceiling") -> Figure:
     """Horizontal bars from naive (top) to optimized, each annotated with % of ``ceiling``.
 
+    ``ceiling_name`` names the ceiling in those notes ("copy" where a bar may pass it).
     ``reference`` adds hollow bars of reference measurements: (label, value, source).
     Error bars show the p20–p80 spread of each measurement.
     """
@@ -135,11 +137,13 @@ def ladder(timings: Sequence[Timing], metric: str = "gbps", ceiling: float | Non
     log = min(values) > 0 and top / min(values) > 30
     if log:
         ax.set_xscale("log")
-    for y, v in zip(ys, values):
+    # Each note starts after its bar's error bar, so the two never overlap.
+    ends = [v + e[1] for v, e in zip(values, errs)] + values[len(errs):]
+    for y, v, end in zip(ys, values, ends):
         note = f"{v:.3g}"
         if ceiling:
-            note += f"  ({100 * v / ceiling:.0f}% of ceiling)"
-        ax.annotate(note, (v, y), xytext=(4, 0), textcoords="offset points", va="center",
+            note += f"  ({100 * v / ceiling:.0f}% of {ceiling_name})"
+        ax.annotate(note, (end, y), xytext=(4, 0), textcoords="offset points", va="center",
                     fontsize=8)
     if ceiling:
         ax.axvline(ceiling, color=CEILING, ls="--", lw=1.2, label=ceiling_label)

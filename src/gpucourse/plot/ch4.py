@@ -272,12 +272,12 @@ def reduction_figure(result: dict) -> Figure:
     copy = result["copy"]["gbps"]
     if result.get("measured"):
         return ladder(_timings(result["measured"]), metric="gbps", ceiling=copy,
-                      ceiling_label="device-to-device copy (measured)",
+                      ceiling_label="device-to-device copy (measured)", ceiling_name="copy",
                       title_text=f"Sum of {result['n']:,} floats: reduction ladder vs library",
                       device=result["device"])
     cpu = sorted(result["cpu_measured"], key=lambda t: t["bytes"] / t["median_s"])  # slowest first
     return ladder(_timings(cpu), metric="gbps", ceiling=copy,
-                  ceiling_label="copy on this CPU (measured)",
+                  ceiling_label="copy on this CPU (measured)", ceiling_name="copy",
                   title_text=f"Library sums of {result['n']:,} floats on this CPU",
                   device=result["device"])
 
@@ -305,7 +305,7 @@ def reduction_reference_figure(result: dict):
     bars = [(lab, g, _short(r["label"])) for lab, g in zip(r["labels"], r["gbps"])]
     gpu = _short(r["label"]).replace("reference: ", "")
     return ladder([], metric="gbps", ceiling=r["copy_gbps"],
-                  ceiling_label=f"device-to-device copy on {gpu} (reference)",
+                  ceiling_label=f"device-to-device copy on {gpu} (reference)", ceiling_name="copy",
                   title_text=f"Reduction ladder on {gpu} (reference data)", reference=bars,
                   device=result["device"])
 
