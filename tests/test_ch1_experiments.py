@@ -158,3 +158,17 @@ def test_reference_summary_reads_old_and_new_check_shapes(tmp_path, monkeypatch)
     text = ch1.reference_summary()
     assert "coalesced_pct_of_copy = 91.5 (pass)" in text
     assert "coalesced_pct_of_copy = 59.4 (fail)" in text
+
+
+def test_gpu_stride_figure_shows_every_coalesced_version():
+    """The GPU-shaped result (as gpu_stride_sweep returns it) draws one marker per version."""
+    strides = [1, 2, 4, 8, 16, 32]
+    result = {"device": "a GPU", "strides": strides, "gbps": [2000 / s ** 0.8 for s in strides],
+              "ceiling_gbps": 4100.0, "peak_gbps": 4800.0, "model_gbps": [4800 / s for s in strides],
+              "coalesced_gbps": 3900.0, "coalesced_kernel": "copy_v3_float4",
+              "coalesced_versions": {"copy_v1_coalesced": 2470.0, "copy_v3_float4": 3900.0}}
+    fig = plot1.stride_figure(result, ch1.sector_model("H200"), reference_rows=[])
+    labels = fig.axes[0].get_legend_handles_labels()[1]
+    assert any(l.startswith("copy_v1_coalesced (measured") for l in labels)
+    assert any(l.startswith("copy_v3_float4 (measured") for l in labels)
+    assert "measured copy ceiling (4100 GB/s)" in labels

@@ -171,7 +171,7 @@ def stride_figure(sweep_result: dict, model: dict | None = None, reference_rows=
     ax = axes[0][0]
     s = sweep_result
     on_gpu = s.get("peak_gbps") is not None
-    ceilings = {f"measured copy ceiling ({s['ceiling_gbps']:.3g} GB/s)": s["ceiling_gbps"]}
+    ceilings = {f"measured copy ceiling ({s['ceiling_gbps']:.4g} GB/s)": s["ceiling_gbps"]}
     if on_gpu:
         ceilings[f"datasheet peak ({s['peak_gbps']:.4g} GB/s)"] = s["peak_gbps"]
     name = "copy.cu kernels (measured)" if on_gpu else "NumPy strided copy (measured)"
@@ -182,9 +182,14 @@ def stride_figure(sweep_result: dict, model: dict | None = None, reference_rows=
     sweep(s["strides"], {name: s["gbps"]}, "stride (elements between neighbouring threads)",
           "effective bandwidth (GB/s, useful bytes)", "Strided copy: this device",
           ceilings=ceilings, models=models_, logx=True, logy=True, device=s.get("device"), ax=ax)
-    if s.get("coalesced_gbps"):
-        ax.plot([s["strides"][0]], [s["coalesced_gbps"]], "*", color=OPTIMIZED, ms=11,
-                label=f"{s.get('coalesced_kernel', 'copy_v1_coalesced')} (measured)")
+    # Every coalesced version of copy.cu at stride 1: one 4-byte load per thread against wider
+    # loads (more bytes in flight); older results carry only the fastest.
+    versions = s.get("coalesced_versions") or (
+        {s.get("coalesced_kernel", "copy_v1_coalesced"): s["coalesced_gbps"]}
+        if s.get("coalesced_gbps") else {})
+    for (kernel, gbps), marker in zip(sorted(versions.items(), key=lambda kv: kv[1]), "D*^v"):
+        ax.plot([s["strides"][0]], [gbps], marker, color=OPTIMIZED, ms=9 if marker == "*" else 6,
+                label=f"{kernel} (measured, {gbps:.4g} GB/s)", ls="none")
     slow = s["gbps"][0] / s["gbps"][-1]
     ax.text(0.98, 0.86, f"stride {s['strides'][-1]} is {slow:.1f}x slower than stride {s['strides'][0]}",
             transform=ax.transAxes, ha="right", va="top", fontsize=8)
