@@ -164,3 +164,13 @@ def test_reference_data_is_drawn_hollow_and_labelled(tmp_path, monkeypatch):
     assert not any("reference" in t.get_text() for t in cpu_fig.axes[0].get_yticklabels())
     red["reference"] = []
     assert "No reference measurement" in repr(plot4.reduction_reference_figure(red))
+
+
+def test_streams_figure_marks_the_isolated_bound_when_the_link_is_slower_both_ways():
+    res = ch4.streams(n_streams=4, chunks=16)
+    measured = {**res, "kind": "measured", "copy_s": 1.2 * res["copy_s"],
+                "bound_s": 1.2 * res["bound_s"]}  # as if both directions at once were 20 % slower
+    labels = plot4.streams_figure(measured).axes[0].get_legend_handles_labels()[1]
+    assert "the longest stage run alone" in labels
+    labels = plot4.streams_figure(res).axes[0].get_legend_handles_labels()[1]
+    assert "the longest stage run alone" not in labels
