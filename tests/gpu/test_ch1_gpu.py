@@ -29,6 +29,7 @@ def result():
     return ch1.gpu_check()
 
 
+@pytest.mark.full_gpu_check
 def test_gpu_check_meets_the_issue_thresholds(result):
     checks = result["checks"]
     assert checks["coalesced_pct_of_copy"]["value"] >= 80, checks
@@ -38,6 +39,7 @@ def test_gpu_check_meets_the_issue_thresholds(result):
     assert sweep["nbytes"] >= 8 * (sweep["l2_bytes"] or 0)  # far larger than L2
 
 
+@pytest.mark.full_gpu_check
 def test_timing_without_sync_is_visibly_wrong(result):
     rows = {r["method"]: r["seconds"] for r in result["timing"]["rows"]
             if r["group"].startswith("copy kernel on the GPU")}
@@ -46,6 +48,7 @@ def test_timing_without_sync_is_visibly_wrong(result):
     assert rows["one cold call + synchronize"] > events
 
 
+@pytest.mark.full_gpu_check
 def test_measured_roofline_points_under_the_roof(result):
     r = result["roofline"]
     roof = r["ceilings"]
@@ -55,6 +58,7 @@ def test_measured_roofline_points_under_the_roof(result):
     assert add["bytes"] / add["seconds"] > 0.5 * roof["bandwidth_Bps"]  # memory-bound, near the roof
 
 
+@pytest.mark.full_gpu_check
 def test_transfer_measured_when_torch_has_cuda(result):
     if "transfer" not in result:
         pytest.skip("PyTorch has no CUDA here")

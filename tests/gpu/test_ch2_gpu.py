@@ -88,6 +88,7 @@ def test_cupy_without_pool_is_slower_than_with_pool():
     assert t["CuPy: new arrays, pool OFF"] > t["CuPy: new arrays, pool on"], t
 
 
+@pytest.mark.full_gpu_check
 @needs_cupy
 def test_gpu_check_is_json_ready():
     import json

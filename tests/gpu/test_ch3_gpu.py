@@ -93,6 +93,7 @@ def test_more_workers_than_gpus_fall_back_to_gloo_on_the_cpu():
         assert all(h["device"] == "cpu" for h in ch3.hello(p))
 
 
+@pytest.mark.full_gpu_check
 def test_gpu_check_reports_its_thresholds():
     out = ch3.gpu_check()
     assert out["backend"] == "nccl" and out["checks"]["nccl_selected"]

@@ -65,6 +65,7 @@ def test_run_precision_every_available_choice():
         assert r[p]["rel_error"] < 0.05 and r[p]["peak_bytes"] > 0
 
 
+@pytest.mark.full_gpu_check
 def test_gpu_check_runs_and_passes():
     r = ch6.gpu_check()
     failed = {k: c for k, c in r["checks"].items() if not c["passed"]}
