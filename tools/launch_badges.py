@@ -122,8 +122,9 @@ def badges_block(root: pathlib.Path, repo: str | None, version: str) -> str:
         return f"{START}\n{body}\n{END}"
     tag = f"v{version}"
     binder = f"https://mybinder.org/v2/gh/{repo}/{tag}?urlpath=lab/tree/notebooks"
-    rows = [f"Version {version} of the course, on Colab (a free GPU when you pick a GPU runtime; "
-            "the first cell installs the course package) or on "
+    rows = [f"Version {version} of the course, on Colab (a GPU when you pick a GPU runtime; each "
+            "notebook's first code cell installs the course package there and does nothing "
+            "anywhere else) or on "
             f"[![Binder]({BINDER_BADGE})]({binder}) (CPU only; everything runs there, on the "
             "emulator and the models).", "",
             "| | chapter | lab |", "|---|---|---|"]
