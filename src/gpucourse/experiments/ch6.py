@@ -41,8 +41,6 @@ CPU_THREADS = 1
 # "with scaling, FP16 training matches FP32": the largest relative gap between the two loss
 # curves, step by step, that we accept.
 LOSS_MATCH_RTOL = 0.01
-# The GPU the models describe when no GPU is present.
-DEFAULT_GPU = specs.DEFAULT_GPU
 
 
 # --------------------------------------------------------------------------- helpers
@@ -120,13 +118,6 @@ def _bench(fn, label: str, dev: str, min_time_s: float, **kw) -> bench.Timing:
 def _reference_series(*keys):
     """[(reference, value)] for chapter 6 data under ``keys`` in every reference file."""
     return reference.find("ch6", *keys)
-
-
-def model_gpu(gpu=None) -> specs.GPUSpec:
-    """The GPU the models describe: the active GPU on a CUDA machine, else ``gpu`` or DEFAULT_GPU."""
-    if device.is_cuda():
-        return specs.for_active_device()
-    return specs.lookup(gpu or DEFAULT_GPU)
 
 
 # --------------------------------------------------------------------------- 1. formats
