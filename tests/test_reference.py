@@ -48,3 +48,21 @@ def test_sections_keep_their_own_provenance(tmp_path):
     (r2, v2), = ref.find("ch1", "x", folder=tmp_path)
     assert (v1, r1.date, r1.command) == (1.0, "2026-01-01", "first")
     assert (v2, r2.date, r2.command) == (2.0, "2026-02-02", "second")
+
+
+def test_jsonable_gives_strict_json():
+    import dataclasses
+    import json
+
+    import numpy as np
+
+    from gpucourse.reference import jsonable
+
+    @dataclasses.dataclass
+    class Point:
+        x: float
+
+    data = {"nan": np.float64("nan"), "arr": np.array([1.0, np.inf]), "rec": Point(2.0),
+            "tup": (1, np.int32(3)), 4: "key"}
+    assert json.loads(json.dumps(jsonable(data), allow_nan=False)) == {
+        "nan": None, "arr": [1.0, None], "rec": {"x": 2.0}, "tup": [1, 3], "4": "key"}

@@ -241,28 +241,6 @@ def print_thresholds(chapters: dict) -> None:
                 print(f"  ch{n} {'PASS' if c else 'FAIL'} {name}")
 
 
-def _jsonable(obj):
-    try:
-        import numpy as np
-    except ImportError:
-        np = None
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if np is not None and isinstance(obj, np.generic):
-        return obj.item()
-    if np is not None and isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if hasattr(obj, "to_dict"):
-        return _jsonable(obj.to_dict())
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, (str, int, float, bool)) or obj is None:
-        return obj
-    return str(obj)
-
-
 def write_reference(record: dict) -> Path:
     """Save what was measured as the course's reference data for this GPU.
 
@@ -279,7 +257,7 @@ def write_reference(record: dict) -> Path:
         if isinstance(chapter, dict) and chapter.get("status") == "ok" \
                 and isinstance(chapter.get("result"), dict):
             results[f"ch{n}"] = chapter["result"]
-    return reference.write(_jsonable(results), gpu=record["gpu"], command=record["command"],
+    return reference.write(reference.jsonable(results), gpu=record["gpu"], command=record["command"],
                            driver=str(record.get("driver") or ""), date=record["date"][:10])
 
 
@@ -297,7 +275,7 @@ def main() -> int:
     args = parser.parse_args()
     start = time.perf_counter()
 
-    from gpucourse import device
+    from gpucourse import device, reference
 
     if not device.cuda_available():
         print("no CUDA GPU works here (neither CuPy nor PyTorch sees one): nothing to check.")
@@ -317,7 +295,7 @@ def main() -> int:
 
     def save():  # after every step, so that a run cut short keeps what it measured
         record["seconds"] = round(time.perf_counter() - start, 1)
-        path.write_text(json.dumps(_jsonable(record), indent=2))
+        path.write_text(json.dumps(reference.jsonable(record), indent=2))
 
     record["tests"] = {"status": "skipped"} if args.skip_tests else run_gpu_tests()
     save()

@@ -256,7 +256,9 @@ def main(argv=None) -> int:
     report(result)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(result, indent=2))
+        from gpucourse.reference import jsonable  # an infinite ratio is not JSON
+
+        Path(args.json).write_text(json.dumps(jsonable(result), indent=2))
     return 0
 
 

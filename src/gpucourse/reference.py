@@ -27,6 +27,32 @@ class ReferenceError(CourseError, ValueError):
     """A reference file that is malformed or not written by this course."""
 
 
+def jsonable(obj):
+    """``obj`` as plain JSON values: dataclasses and ``to_dict()`` records become dicts, NumPy
+    scalars and arrays Python numbers and lists, NaN and infinities null (JSON has neither),
+    anything else its text. Used for reference files, reports and ``make gpu-check`` results."""
+    import dataclasses
+    import math
+
+    import numpy as np
+
+    if hasattr(obj, "to_dict") and not isinstance(obj, type):
+        return jsonable(obj.to_dict())
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return jsonable(dataclasses.asdict(obj))
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, (np.ndarray, np.generic)):
+        return jsonable(obj.tolist())
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, (str, int, float, bool)) or obj is None:
+        return obj
+    return str(obj)
+
+
 @dataclass(frozen=True)
 class Reference:
     """One GPU's reference results: ``results`` keyed by section ("kernels", "ch1", …)."""

@@ -15,7 +15,7 @@ import sys
 import time
 import traceback
 
-from . import device
+from . import device, reference
 from .experiments import CHAPTERS
 
 
@@ -36,27 +36,6 @@ def _chapter_modules(n: int):
 
 def available_chapters() -> list[int]:
     return [n for n in CHAPTERS if _chapter_modules(n)]
-
-
-def _jsonable(obj):
-    """Results may hold numpy scalars/arrays or dataclasses: make them JSON-ready."""
-    import dataclasses
-
-    import numpy as np
-
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return _jsonable(obj.to_dict() if hasattr(obj, "to_dict") else dataclasses.asdict(obj))
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, float) and obj != obj:  # NaN is not JSON
-        return None
-    return obj
 
 
 def run(chapters=None, out="results", quick: bool = True, stream=sys.stderr) -> dict:
@@ -83,7 +62,7 @@ def run(chapters=None, out="results", quick: bool = True, stream=sys.stderr) -> 
         bar.set_postfix_str(f"chapter {n}")
         t0 = time.perf_counter()
         try:
-            results = _jsonable(exp.run_all(quick=quick))
+            results = reference.jsonable(exp.run_all(quick=quick))
             entry["results"] = results
             entry["figures"] = []
             if figmod is not None:
