@@ -41,10 +41,7 @@ lab: $(VENV)/.installed-lab
 
 # Unit tests, then every notebook executed: chapters (notebooks/) run top to bottom,
 # solutions (solutions/) are compared output by output.
-test: $(VENV)/.installed-dev
-	$(PY) -m pytest -q -n $(JOBS) tests
-	$(PY) -m pytest -q -n $(JOBS) --nbval-lax $(NBVAL) notebooks
-	$(PY) -m pytest -q -n $(JOBS) --nbval $(NBVAL) solutions
+test: test-unit test-notebooks
 
 test-unit: $(VENV)/.installed-dev
 	$(PY) -m pytest -q -n $(JOBS) tests

@@ -7,7 +7,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
-# Unit tests run the CPU path unless a GPU test asks for CUDA explicitly.
+# Figures render off-screen in tests.
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 

@@ -1,7 +1,6 @@
 """The browser test's server handling (the browser run itself is `make test-browser`)."""
 import subprocess
 import sys
-import time
 
 import browser_test
 

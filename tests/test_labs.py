@@ -1,12 +1,11 @@
 """Labs are generated from solutions; the committed copies must match."""
-import json
 import subprocess
 import sys
 
 import pytest
 
 import make_labs
-from nbtools import build, dumps, read, write
+from nbtools import build, dumps, notebooks, read, write
 
 
 def test_committed_labs_match_solutions(root):
@@ -18,8 +17,7 @@ def test_committed_labs_match_solutions(root):
         assert path.read_text(encoding="utf-8") == text, (
             f"labs/{name} differs from what solutions/{name} generates: "
             "run python tools/make_labs.py and commit labs/")
-    extra = {p.name for p in (root / "labs").glob("*.ipynb")
-             if not p.name.endswith(".new.ipynb")} - set(wanted)
+    extra = {p.name for p in notebooks(root / "labs")} - set(wanted)
     assert not extra, f"labs without a solution: {sorted(extra)}"
 
 

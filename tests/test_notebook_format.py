@@ -3,7 +3,7 @@ import json
 import pytest
 
 import check_notebooks
-from nbtools import build, write
+from nbtools import build
 
 
 def test_repository_notebooks_are_well_formed(root):

@@ -7,7 +7,7 @@ import pathlib
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from nbtools import ROOT, read  # noqa: E402
+from nbtools import ROOT, notebooks, read  # noqa: E402
 
 RULES = {"notebooks": False, "labs": False, "solutions": True}
 
@@ -53,9 +53,7 @@ def problems(path: pathlib.Path, want_outputs: bool) -> list[str]:
 def all_problems(root: pathlib.Path = ROOT) -> list[str]:
     found = []
     for folder, want in RULES.items():
-        for path in sorted((root / folder).glob("*.ipynb")):
-            if path.name.endswith(".new.ipynb"):
-                continue
+        for path in notebooks(root / folder):
             found += problems(path, want)
     return found
 

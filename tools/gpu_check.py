@@ -186,9 +186,11 @@ def print_table(rows: list[dict]) -> None:
 
 # --------------------------------------------------------------------------- chapters
 
-def chapter_checks(budget_end: float, save=lambda: None, record=None, only=None) -> dict:
-    out = {} if record is None else record.setdefault("chapters", {})
-    for n in range(1, 10):
+def chapter_checks(budget_end: float, save, record: dict, only=None) -> dict:
+    from gpucourse.experiments import CHAPTERS
+
+    out = record.setdefault("chapters", {})
+    for n in sorted(CHAPTERS):
         if only and n not in only:
             continue
         name = f"gpucourse.experiments.ch{n}"
@@ -306,8 +308,10 @@ def main() -> int:
         print_table(rows)
     save()
     only = {int(c) for c in args.chapters.split(",") if c.strip()}
-    record["chapters"] = {} if args.skip_chapters else chapter_checks(
-        time.perf_counter() + args.budget_s, save, record, only)
+    if args.skip_chapters:
+        record["chapters"] = {}
+    else:
+        chapter_checks(time.perf_counter() + args.budget_s, save, record, only)
     save()
     print_thresholds(record["chapters"])
     # The emulator profiler's counters against Nsight Compute's (skips itself without ncu).

@@ -21,7 +21,7 @@ import re
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from nbtools import ROOT, dumps, read, source  # noqa: E402
+from nbtools import ROOT, dumps, lines, notebooks, read  # noqa: E402
 
 CELL_ID = "colab-setup"
 NOTEBOOK_DIRS = ("notebooks", "solutions")
@@ -98,18 +98,15 @@ def with_setup_cell(nb: dict, text: str | None) -> dict:
     """``nb`` with its set-up cell set to ``text`` (first among the code cells), or removed."""
     cells = [c for c in nb["cells"] if c.get("id") != CELL_ID]
     if text is not None:
-        lines = text.split("\n")
         cell = {"cell_type": "code", "execution_count": None, "id": CELL_ID,
-                "metadata": {"tags": ["colab"]}, "outputs": [],
-                "source": [line + "\n" for line in lines[:-1]] + [lines[-1]]}
+                "metadata": {"tags": ["colab"]}, "outputs": [], "source": lines(text)}
         first_code = next((i for i, c in enumerate(cells) if c["cell_type"] == "code"), len(cells))
         cells.insert(first_code, cell)
     return {**nb, "cells": cells}
 
 
 def notebook_paths(root: pathlib.Path) -> list[pathlib.Path]:
-    return [p for d in NOTEBOOK_DIRS for p in sorted((root / d).glob("*.ipynb"))
-            if not p.name.endswith(".new.ipynb")]
+    return [p for d in NOTEBOOK_DIRS for p in notebooks(root / d)]
 
 
 # --------------------------------------------------------------------------- README

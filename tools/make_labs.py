@@ -19,7 +19,7 @@ import re
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from nbtools import BEGIN, END, EXERCISE_RE, ROOT, dumps, read, source  # noqa: E402
+from nbtools import BEGIN, END, EXERCISE_RE, ROOT, dumps, lines, read, source  # noqa: E402
 
 HASH_KEY = "gpucourse_generated_sha256"
 
@@ -56,11 +56,6 @@ def strip_solutions(code: str, default_exercise: str | None, where: str) -> str:
     return "\n".join(out)
 
 
-def _split_lines(text: str) -> list[str]:
-    lines = text.split("\n")
-    return [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
-
-
 def lab_from_solution(nb: dict, name: str) -> dict:
     """The lab notebook for one solution notebook."""
     lab = {k: v for k, v in nb.items() if k != "cells"}
@@ -77,7 +72,7 @@ def lab_from_solution(nb: dict, name: str) -> dict:
         if cell["cell_type"] == "code":
             if BEGIN in text or END in text:
                 text = strip_solutions(text, exercise, f"{name} cell {i}")
-            cell["source"] = _split_lines(text)
+            cell["source"] = lines(text)
             cell["outputs"] = []
             cell["execution_count"] = None
             cell["metadata"] = {k: v for k, v in cell.get("metadata", {}).items()

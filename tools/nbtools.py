@@ -25,6 +25,18 @@ def source(cell: dict) -> str:
     return "".join(src) if isinstance(src, list) else src
 
 
+def lines(text: str) -> list[str]:
+    """A cell's ``source`` list for ``text``: one string per line, as Jupyter saves it."""
+    parts = text.split("\n")
+    return [line + "\n" for line in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
+def notebooks(folder) -> list[pathlib.Path]:
+    """The notebooks of a folder, sorted, without the ``*.new.ipynb`` copies make_labs writes."""
+    return [p for p in sorted(pathlib.Path(folder).glob("*.ipynb"))
+            if not p.name.endswith(".new.ipynb")]
+
+
 def build(cells: list[tuple[str, str]]) -> dict:
     """A new nbformat 4.5 notebook (python3 kernel, cell ids) from (kind, text) pairs.
 

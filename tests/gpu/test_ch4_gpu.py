@@ -1,6 +1,5 @@
 """Chapter 4 on a real GPU: every chapter-4 kernel through CuPy against the references, and
 the experiments' GPU paths at small sizes (gpu_check() measures the full-size figures)."""
-import numpy as np
 import pytest
 
 import gpucourse as gc
