@@ -289,8 +289,7 @@ def benchmark(fn: Callable, *args, label: str | None = None, bytes: float | None
             ) from exc
         raise
     return Timing(label=label, samples_s=samples, batch=batch,
-                  device=_device.describe().short_name if which == _device.backend()
-                  else _device._describe(which).short_name,
+                  device=_device.describe(which).short_name,
                   backend=which, method=timer.method, size=size, bytes=bytes, flops=flops,
                   l2_flushed=flusher is not None)
 

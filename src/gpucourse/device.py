@@ -308,9 +308,10 @@ def _describe(which: str) -> DeviceInfo:
     return info
 
 
-def describe() -> DeviceInfo:
-    """A record of the active device: GPU name and properties, or the CPU model and cores."""
-    return _describe(backend())
+def describe(which: str | None = None) -> DeviceInfo:
+    """A record of the active device (or of backend ``which``, "cpu" or "cuda"): GPU name and
+    properties, or the CPU model and cores."""
+    return _describe(which or backend())
 
 
 # --------------------------------------------------------------------------- banner

@@ -318,9 +318,9 @@ def occupancy_limits(cc) -> OccupancyLimits:
 
 # --------------------------------------------------------------------------- unknown devices
 
-# FP32 lanes per SM from the programming guide's arithmetic throughput table; used only to
-# estimate an FP32 peak for a GPU the table does not know.
-_FP32_LANES_PER_SM = {(7, 0): 64, (7, 2): 64, (7, 5): 64, (8, 0): 64, (8, 6): 128, (8, 7): 128,
+# FP32 lanes per SM from the programming guide's arithmetic throughput table; used to estimate
+# an FP32 peak for a GPU the table does not know, and by the profiler to derive a clock.
+FP32_LANES_PER_SM = {(7, 0): 64, (7, 2): 64, (7, 5): 64, (8, 0): 64, (8, 6): 128, (8, 7): 128,
                       (8, 9): 128, (9, 0): 128, (10, 0): 128, (12, 0): 128}
 
 
@@ -360,8 +360,8 @@ def from_device(props: Any) -> GPUSpec:
     bandwidth = 2.0 * float(clock) * 1e3 * float(bus) / 8
     peaks: dict[str, float] = {}
     sm_clock = _get(props, "clock_khz", "clockRate")
-    if sm_clock and cc in _FP32_LANES_PER_SM:
-        peaks["fp32"] = 2.0 * int(sm) * _FP32_LANES_PER_SM[cc] * float(sm_clock) * 1e3 / 1e12
+    if sm_clock and cc in FP32_LANES_PER_SM:
+        peaks["fp32"] = 2.0 * int(sm) * FP32_LANES_PER_SM[cc] * float(sm_clock) * 1e3 / 1e12
     mem = _get(props, "memory_bytes", "total_memory", "totalGlobalMem") or 0
     l2 = _get(props, "l2_bytes", "L2_cache_size", "l2CacheSize")
     return GPUSpec(

@@ -540,7 +540,7 @@ def precision_bandwidth(precision: str = "fp16", stride: int = 8, footprint_byte
         model[prec] = sector_model(gpu, strides=sorted({1, stride}), elem_bytes=e)
     return {"precision": precision, "stride": stride,
             "device": device.describe().short_name if cp is not None else
-            device._describe("cpu").short_name, "rows": rows, "model": model}
+            device.describe("cpu").short_name, "rows": rows, "model": model}
 
 
 # =========================================================================== 3. transfer vs compute

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import CompileError, CourseError, DeviceError, LaunchError
+from ..emulator.build import SHARED_MEM_LIMIT
 from ..emulator.source import (KernelSignature, Param, c_string, define_lines, defines_key,
                                find_kernels)
 
@@ -55,7 +56,7 @@ class Limits:
     max_threads: int = 1024
     max_block: tuple[int, int, int] = (1024, 1024, 64)
     max_grid: tuple[int, int, int] = (2**31 - 1, 65535, 65535)
-    max_dynamic_shared: int = 48 * 1024
+    max_dynamic_shared: int = SHARED_MEM_LIMIT
     where: str = "on the emulator"
 
 

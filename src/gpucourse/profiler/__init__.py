@@ -71,9 +71,6 @@ _S = {name: i for i, name in enumerate(_STATS)}
 _TOTALS = ("blocks", "barriers", "warp_barriers", "atomic_hot", "overflow", "mixed")
 K_READ, K_WRITE, K_ATOMIC, K_BLOCK = 0, 1, 2, 3
 
-# FP32 cores per SM, to derive a clock from the FP32 peak where the table gives none.
-_FP32_CORES_PER_SM = {(7, 0): 64, (7, 5): 64, (8, 0): 64, (8, 6): 128, (8, 7): 128,
-                      (8, 9): 128, (9, 0): 128}
 
 
 class ProfilerError(CourseError, RuntimeError):
@@ -316,13 +313,10 @@ class Profile:
 
     # ---- display
     def _title(self) -> str:
-        def dims(d):
-            d = tuple(d)
-            while len(d) > 1 and d[-1] == 1:
-                d = d[:-1]
-            return str(d[0]) if len(d) == 1 else str(d)
-        return (f"profile of {self.kernel} ({self.filename}), grid {dims(self.grid)}, block "
-                f"{dims(self.block)}: counted on the CPU emulator")
+        from ..kernels import _fmt as dims
+
+        return (f"profile of {self.kernel} ({self.filename}), grid {dims(tuple(self.grid))}, "
+                f"block {dims(tuple(self.block))}: counted on the CPU emulator")
 
     def summary(self) -> list[tuple[str, str]]:
         """(what, counts) rows of the launch's totals."""
@@ -430,7 +424,8 @@ def _ways(c: Counters, short: bool = False) -> str:
 def _clock_hz(spec) -> tuple[float, str]:
     if spec.boost_clock_mhz:
         return spec.boost_clock_mhz * 1e6, "boost clock"
-    cores = _FP32_CORES_PER_SM.get(tuple(spec.compute_capability))
+    # A clock from the FP32 peak where the table gives none: peak = 2 x lanes x SMs x clock.
+    cores = specs.FP32_LANES_PER_SM.get(tuple(spec.compute_capability))
     if cores and "fp32" in spec.peak_tflops:
         clock = spec.peak_flops("fp32") / (2 * cores * spec.sm_count)
         return clock, "derived from the FP32 peak"
@@ -643,20 +638,18 @@ def profile(kernel, grid, block, args, shared_mem=0) -> Profile:
     The launch is real: arrays in ``args`` receive the results, as after ``kernel(...)``.
     CuPy arrays are copied to the host for the run and the results copied back.
     """
-    from ..emulator import DEFAULT_STACK_KB, SHARED_MEM_LIMIT
+    from ..emulator import DEFAULT_STACK_KB
+    from ..emulator.source import defines_key
     from ..kernels import EMULATOR_LIMITS, check_args, check_launch
 
     module, signature = _kernel_parts(kernel)
     name = signature.name
+    # check_launch holds the emulator to its 48 KB of dynamic shared memory, too.
     grid3, block3, shared = check_launch(name, grid, block, shared_mem, EMULATOR_LIMITS)
-    if shared > SHARED_MEM_LIMIT:
-        raise LaunchError(f"{name}: shared_mem={shared} bytes is over the {SHARED_MEM_LIMIT} "
-                          f"bytes of dynamic shared memory the emulator allows a block.")
     host, copies = _host(args, signature.params)
     check_args(name, signature.params, host, "cpu")
     tool = _toolchain_check()
-    key = (module.source, module.filename,
-           tuple(sorted((str(k), repr(v)) for k, v in module.defines.items())))
+    key = (module.source, module.filename, defines_key(module.defines))
     try:
         stack_kb = int(os.environ.get("GPUCOURSE_EMU_STACK_KB", DEFAULT_STACK_KB))
     except ValueError:
