@@ -111,3 +111,11 @@ def test_timer_checker_accepts_right_and_rejects_wrong(capsys):
         check_timer(lambda l, s: _timed(l, s, 10, False))
     with pytest.raises(AssertionError, match="warm up"):
         check_timer(lambda l, s: _timed(l, s, 0, True))
+
+
+def test_assert_close_takes_bfloat16_tensors():
+    torch = pytest.importorskip("torch")
+    x = torch.tensor([1.0, 2.5, -3.0])
+    check.assert_close(x.to(torch.bfloat16), x)  # bf16 tolerance
+    with pytest.raises(AssertionError):
+        check.assert_close(x.to(torch.bfloat16), x + 1)

@@ -67,3 +67,10 @@ def test_to_host_accepts_torch():
     torch = pytest.importorskip("torch")
     t = torch.arange(4, dtype=torch.float32)
     np.testing.assert_array_equal(device.to_host(t), np.arange(4, dtype=np.float32))
+
+
+def test_to_host_widens_bfloat16():
+    torch = pytest.importorskip("torch")
+    x = torch.tensor([1.0, 2.5, -3.0], dtype=torch.bfloat16)
+    host = device.to_host(x)
+    assert host.dtype == np.float32 and host.tolist() == [1.0, 2.5, -3.0]

@@ -123,7 +123,9 @@ def to_host(array) -> np.ndarray:
     if hasattr(array, "get") and type(array).__module__.startswith("cupy"):
         return array.get()
     if type(array).__module__.startswith("torch"):
-        return array.detach().cpu().numpy()
+        t = array.detach().cpu()
+        # NumPy has no bfloat16: widen to float32, which holds every bf16 value exactly.
+        return (t.float() if str(t.dtype) == "torch.bfloat16" else t).numpy()
     return np.asarray(array)
 
 

@@ -47,7 +47,8 @@ def _as_numpy(x) -> np.ndarray:
 
 
 def _dtype_name(x) -> str:
-    return str(getattr(x, "dtype", np.asarray(x).dtype)).replace("torch.", "")
+    dtype = getattr(x, "dtype", None)  # not a getattr default: np.asarray fails on bf16 tensors
+    return str(np.asarray(x).dtype if dtype is None else dtype).replace("torch.", "")
 
 
 def compare_report(actual, expected, rtol: float, atol: float, name: str) -> str | None:

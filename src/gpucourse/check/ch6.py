@@ -14,16 +14,10 @@ from types import MappingProxyType
 import numpy as np
 
 from .. import models, specs
+from ..device import to_host
 from . import Exercise
 
 
-def _np(x) -> np.ndarray:
-    if hasattr(x, "detach"):
-        x = x.detach().cpu()
-        if str(x.dtype) == "torch.bfloat16":
-            x = x.float()
-        return x.numpy()
-    return np.asarray(x)
 
 
 def _torch():
@@ -71,7 +65,7 @@ def check_quantize(quantize, number: str = "6.1",
             assert isinstance(got, tuple) and len(got) == 2, \
                 "return a tuple (q, scale): the INT8 values and one scale per row."
             q, scale = got
-            qn, sn = _np(q), _np(scale).astype(np.float64)
+            qn, sn = to_host(q), to_host(scale).astype(np.float64)
             assert qn.shape == (r, c), f"q has shape {qn.shape}, expected {(r, c)} (same as w)."
             assert qn.dtype == np.int8, (f"q has dtype {qn.dtype}; store it as int8 "
                                          "(torch.int8): one byte per weight is the point.")
@@ -347,7 +341,7 @@ def check_int8_matmul(fn, number: str = "6.5", title: str = "an INT8 matrix mult
             b = torch.randn(k, n, generator=g) * torch.exp(torch.randn(1, n, generator=g))
             if k > 1000:  # same-sign inputs: a product of many 127s overflows 16-bit sums
                 a, b = a.abs(), b.abs()
-            got = _np(fn(a.clone(), b.clone())).astype(np.float64)
+            got = to_host(fn(a.clone(), b.clone())).astype(np.float64)
             assert got.shape == (m, n), f"result has shape {got.shape}, expected {(m, n)}."
             assert np.isfinite(got).all(), (
                 f"shape {(m, k, n)}: the result has inf or NaN. Accumulate in INT32 "
