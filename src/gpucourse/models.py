@@ -81,8 +81,13 @@ def _positive(value, what: str) -> float:
     return value
 
 
+def ceil_div(a: int, b: int) -> int:
+    """Whole ``b``-sized pieces needed to cover ``a`` (blocks for a grid, tiles for a matrix)."""
+    return -(-a // b)
+
+
 def _round_up(x: int, unit: int) -> int:
-    return -(-x // unit) * unit
+    return ceil_div(x, unit) * unit
 
 
 def _bytes(n: float) -> str:

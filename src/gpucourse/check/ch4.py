@@ -13,14 +13,11 @@ import numpy as np
 
 from .. import models, specs
 from ..emulator.source import strip_comments
+from ..models import ceil_div
 from . import Exercise, random_array, rng
 
 NBINS = 256
 WARP = 32
-
-
-def _ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 def _compile(source: str, name: str, defines=None):
@@ -152,7 +149,7 @@ def _branch_reference(x: np.ndarray, k: int) -> np.ndarray:
 
 def divergence_grid(n: int, block: int) -> int:
     """Blocks the checker launches: enough threads for n rounded up to a multiple of 64."""
-    return max(1, _ceil_div(_ceil_div(n, 64) * 64, block))
+    return max(1, ceil_div(ceil_div(n, 64) * 64, block))
 
 
 def check_no_divergence(source: str, number: str = "4.2",
@@ -228,7 +225,7 @@ def check_warp_reduce(source: str, number: str = "4.3",
                 if n > 4099 and block < 256:
                     continue  # large sizes at the big blocks only: the emulator is not a GPU
                 out = np.zeros(1, np.float32)
-                _launch(kern, _ceil_div(n, block), block, (x, out, np.int32(n)), race_check=True,
+                _launch(kern, ceil_div(n, block), block, (x, out, np.int32(n)), race_check=True,
                         what=f"n={n}, block {block}")
                 got = float(out[0])
                 # float32 sums in another order: a few ulps of the sum of magnitudes.
@@ -263,7 +260,7 @@ def check_private_histogram(source: str, number: str = "4.4",
             uniform = g.integers(0, NBINS, n).astype(np.int32)
             data = np.where(g.random(n) < skew, skewed, uniform).astype(np.int32)
             want = np.bincount(data, minlength=NBINS).astype(np.uint32)
-            launches = [(2, 64), (3, 100), (_ceil_div(n, 256), 256)] if n < 10_000 else [(2, 256)]
+            launches = [(2, 64), (3, 100), (ceil_div(n, 256), 256)] if n < 10_000 else [(2, 256)]
             for grid, block in launches:
                 bins = np.zeros(NBINS, np.uint32)
                 _launch(kern, grid, block, (data, bins, np.int32(n)), race_check=True,

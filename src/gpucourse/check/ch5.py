@@ -16,14 +16,11 @@ import numpy as np
 from .. import specs
 from ..emulator.source import strip_comments
 from ..errors import CourseError, PrecisionError
+from ..models import ceil_div
 from . import Exercise, assert_close, random_array, rng
 
 # A value no correct kernel writes: the padding after an output must still hold it.
 SENTINEL = np.float32(-12345.5)
-
-
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 def _compile(source: str, name: str, kernel: str, defines=None):
@@ -71,7 +68,7 @@ TILED_SHAPES = ((1, 1, 1), (16, 16, 16), (17, 33, 15), (5, 70, 3), (47, 31, 65),
 
 def tiled_launch(M: int, N: int, tile: int):
     """The launch the exercise asks for: one TILE×TILE block per TILE×TILE tile of C."""
-    return (_cdiv(N, tile), _cdiv(M, tile)), (tile, tile)
+    return (ceil_div(N, tile), ceil_div(M, tile)), (tile, tile)
 
 
 def _right_at_whole_tiles(kern, tile: int, seed: int) -> bool:
@@ -180,7 +177,7 @@ def chain_bytes(n: int) -> tuple[int, int]:
 
 def fused_launch(n: int, block: int = FUSED_BLOCK):
     """The launch the exercise asks for: one thread per element, 256 threads per block."""
-    return (_cdiv(n, block),), (block,)
+    return (ceil_div(n, block),), (block,)
 
 
 def check_fused_chain(source: str, traffic: Callable, number: str = "5.2",

@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import bench, check, device, models, reference, specs
 from ..errors import DeviceError
+from ..models import ceil_div
 
 # The GPU the models describe when no GPU is present (any name from specs.names()).
 DEFAULT_GPU = specs.DEFAULT_GPU
@@ -79,10 +80,6 @@ def _xp():
     return np
 
 
-def _ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 def _reference_series(*keys):
     """[(label, value)] of reference data under ch4/keys, from every reference file."""
     return [(ref.label, value) for ref, value in reference.find("ch4", *keys)]
@@ -92,7 +89,7 @@ def _reference_series(*keys):
 
 def lane_efficiency(block_size: int) -> float:
     """Share of a block's warp lanes that hold a thread: a block of 100 threads fills 4 warps (128 lanes)."""
-    return block_size / (WARP * _ceil_div(block_size, WARP))
+    return block_size / (WARP * ceil_div(block_size, WARP))
 
 
 def recommend_block_size(gpu=None, regs_per_thread: int = SAXPY_REGS_ASSUMED,
@@ -125,8 +122,8 @@ def check_saxpy(block_sizes=BLOCK_SIZES, sizes=(1, 33, 1000 + 7), seed: int = 4)
         y0 = check.random_array(n, np.float32, seed=seed + 2 * n + 1)
         want = (np.float64(a) * x.astype(np.float64) + y0.astype(np.float64)).astype(np.float32)
         for bs in block_sizes:
-            for name, grid in (("saxpy_v1_one_per_thread", _ceil_div(n, bs)),
-                               ("saxpy_v2_grid_stride", max(1, min(3, _ceil_div(n, bs))))):
+            for name, grid in (("saxpy_v1_one_per_thread", ceil_div(n, bs)),
+                               ("saxpy_v2_grid_stride", max(1, min(3, ceil_div(n, bs))))):
                 dx, dy = device.asarray(x), device.asarray(y0.copy())  # asarray may not copy
                 getattr(k, name)((grid,), (bs,), (a, dx, dy, np.int32(n)))
                 check.assert_close(device.to_host(dy), want, rtol=1e-6, atol=1e-6,
@@ -183,7 +180,7 @@ def measure_saxpy(block_size: int, n: int, arrays=None, min_time_s: float = 0.1)
         x, y = _saxpy_arrays(n)
     else:
         x, y = arrays
-    grid = _ceil_div(n, block_size)
+    grid = ceil_div(n, block_size)
     a = np.float32(0.5)  # |a| < 1 keeps y bounded however often the kernel runs
     return bench.benchmark(lambda: k((grid,), (block_size,), (a, x, y, np.int32(n))),
                            label=f"block {block_size}", bytes=12 * n, size=n,
@@ -224,7 +221,7 @@ def block_size_sweep(block_sizes=BLOCK_SIZES, gpu=None, n: int | None = None,
     curve = occupancy_curve(spec, block_sizes, regs)
     curve["waves"], curve["wave_utilization"] = [], []
     for b, per_sm in zip(block_sizes, curve["blocks_per_sm"]):
-        w = models.waves(_ceil_div(n, b), per_sm, spec.sm_count)
+        w = models.waves(ceil_div(n, b), per_sm, spec.sm_count)
         curve["waves"].append(w.waves)
         curve["wave_utilization"].append(w.utilization)
     out = {"device": device.describe().short_name, "backend": device.backend(),
@@ -257,7 +254,7 @@ def block_size_point(block_size: int, sweep: dict, gpu=None, min_time_s: float =
     if gpu is not None and not device.is_cuda() and specs.lookup(gpu).name != sweep["gpu"]:
         spec = specs.lookup(gpu)
         curve = occupancy_curve(spec, sweep["block_sizes"], sweep["regs_per_thread"])
-        curve["waves"] = [models.waves(_ceil_div(sweep["n"], bs), per, spec.sm_count).waves
+        curve["waves"] = [models.waves(ceil_div(sweep["n"], bs), per, spec.sm_count).waves
                           for bs, per in zip(sweep["block_sizes"], curve["blocks_per_sm"])]
         sweep = {**sweep, **curve, "ceiling_gbps": spec.memory_bandwidth_GBps,
                  "ceiling_label": f"{spec.name} datasheet bandwidth",
@@ -269,7 +266,7 @@ def block_size_point(block_size: int, sweep: dict, gpu=None, min_time_s: float =
     point = {"block_size": b, "occupancy": occ.occupancy, "limited_by": occ.limited_by,
              "blocks_per_sm": occ.active_blocks, "active_warps": occ.active_warps,
              "lane_efficiency": lane_efficiency(b), "occupancy_text": str(occ),
-             "waves_text": str(models.waves(_ceil_div(n, b), occ.active_blocks, spec.sm_count)),
+             "waves_text": str(models.waves(ceil_div(n, b), occ.active_blocks, spec.sm_count)),
              # Slot utilization against grid size shows the tail effect of partial waves.
              "tail": tail_effect(spec, b, occ.active_blocks)}
     if on_gpu():
@@ -292,8 +289,6 @@ def sweep_table(sweep: dict) -> Table:
     return Table(rows, caption=f"saxpy on {sweep['n']:,} elements; models for {sweep['gpu']} "
                                f"at {sweep['regs_per_thread']} registers/thread "
                                f"({sweep['regs_source']})")
-
-
 
 
 def kernel_source(file: str, name: str):
@@ -341,12 +336,12 @@ def element_of_thread(version: str, g: np.ndarray) -> np.ndarray:
 
 def branch_lanes(version: str, n: int, block: int = 256) -> list[list[int]]:
     """Per warp, the number of active lanes on each branch path (v3 has one path)."""
-    grid = _ceil_div(_ceil_div(n, 64) * 64, block)
+    grid = ceil_div(ceil_div(n, 64) * 64, block)
     g = np.arange(grid * block)
     i = element_of_thread(version, g)
     active = i < n
     out = []
-    for w in range(_ceil_div(g.size, WARP)):
+    for w in range(ceil_div(g.size, WARP)):
         sl = slice(w * WARP, (w + 1) * WARP)
         act, idx = active[sl], i[sl]
         if not act.any():
@@ -379,7 +374,7 @@ def check_divergence(sizes=(1, 63, 1000 + 3), blocks=(64, 256), k: int = 6, seed
         x = check.random_array(n, np.float32, seed=seed + n, kind="uniform")
         want = divergence_reference(x, k)
         for bs in blocks:
-            grid = _ceil_div(_ceil_div(n, 64) * 64, bs)
+            grid = ceil_div(ceil_div(n, 64) * 64, bs)
             for v in DIVERGENCE_VERSIONS:
                 y = device.empty(n, np.float32)
                 getattr(mod, v)((grid,), (bs,), (device.asarray(x), y, np.int32(n), np.int32(k)))
@@ -405,7 +400,7 @@ def divergence(n: int | None = None, k: int | None = None, block: int = 256,
         cp = _xp()
         x = cp.random.default_rng(1).random(n, dtype=np.float32)
         y = cp.empty(n, dtype=cp.float32)
-        grid = _ceil_div(_ceil_div(n, 64) * 64, block)
+        grid = ceil_div(ceil_div(n, 64) * 64, block)
         times = [bench.benchmark(lambda f=getattr(mod, v): f((grid,), (block,),
                                                             (x, y, np.int32(n), np.int32(k))),
                                  label=v, flops=2 * n * k, size=n, min_time_s=min_time_s)
@@ -451,7 +446,7 @@ def check_streams_kernel(n: int = 1000 + 1, k: int = 5, seed: int = 11) -> None:
     """The compute step of the streams experiment (divergence_v3) against NumPy."""
     x = check.random_array(n, np.float32, seed=seed, kind="uniform")
     y = device.empty(n, np.float32)
-    _stream_compute_kernel()((_ceil_div(n, 128),), (128,), (device.asarray(x), y, np.int32(n),
+    _stream_compute_kernel()((ceil_div(n, 128),), (128,), (device.asarray(x), y, np.int32(n),
                                                              np.int32(k)))
     check.assert_close(device.to_host(y), divergence_reference(x, k), rtol=1e-5, atol=1e-5,
                        name="streams compute kernel")
@@ -494,7 +489,7 @@ def _measure_streams(n_streams: int, chunks: int, nbytes: int, compute_ratio: fl
             d_in[lo:hi].set(host_in[lo:hi], stream=s)
             marks.append(("copy H2D", "H2D", ev(s), c % nstreams))
             with s:
-                kern((_ceil_div(size, block),), (block,),
+                kern((ceil_div(size, block),), (block,),
                      (d_in[lo:hi], d_out[lo:hi], np.int32(size), np.int32(k)))
             marks.append(("compute", "kernel", ev(s), c % nstreams))
             _get_async(d_out[lo:hi], s, host_out[lo:hi])
@@ -641,8 +636,8 @@ def check_histogram(sizes=(1, 33, 4099, 100_003), blocks=(64, 100, 256), seed: i
             want = np.bincount(data, minlength=NBINS).astype(np.uint32)
             d = device.asarray(data)
             for bs in blocks:
-                for v, grid in (("histogram_v1_global_atomics", _ceil_div(n, bs)),
-                                ("histogram_v2_shared_privatized", min(3, _ceil_div(n, bs)))):
+                for v, grid in (("histogram_v1_global_atomics", ceil_div(n, bs)),
+                                ("histogram_v2_shared_privatized", min(3, ceil_div(n, bs)))):
                     bins = device.asarray(np.zeros(NBINS, np.uint32))
                     getattr(mod, v)((grid,), (bs,), (d, bins, np.int32(n)))
                     got = device.to_host(bins)
@@ -692,7 +687,7 @@ def _measure_histogram(datasets, n: int, block: int, min_time_s: float) -> dict:
 
         def v1():
             bins.fill(0)
-            mod.histogram_v1_global_atomics((_ceil_div(n, block),), (block,),
+            mod.histogram_v1_global_atomics((ceil_div(n, block),), (block,),
                                             (d, bins, np.int32(n)))
 
         def v2():
@@ -779,12 +774,12 @@ def _reduce_launch(name: str, n: int, sm_count: int | None = None):
     block = REDUCE_BLOCK
     if name.startswith("reduce_v5"):
         # Sixteen elements per thread per loop trip, and no more blocks than fit on the GPU.
-        return max(1, min(_ceil_div(n, 16 * block), 8 * (sm_count or 16))), block, 0
+        return max(1, min(ceil_div(n, 16 * block), 8 * (sm_count or 16))), block, 0
     if name.startswith("reduce_v4"):
         # Many elements per thread: just enough blocks to fill every SM (8 x 256 threads each).
-        return max(1, min(_ceil_div(n, block), 8 * (sm_count or 16))), block, 0
+        return max(1, min(ceil_div(n, block), 8 * (sm_count or 16))), block, 0
     smem = 4 * block if name.startswith("reduce_v2") else 0  # v2's partial sums
-    return _ceil_div(n, block), block, smem
+    return ceil_div(n, block), block, smem
 
 
 def run_reduce(name: str, x, n: int, out=None, sm_count: int | None = None):
@@ -895,7 +890,7 @@ def reduce_counts(n: int, gpu=None) -> Table:
         grid, block, _ = _reduce_launch(v, n, spec.sm_count)
         atomics = n if v.startswith("reduce_v1") else grid
         barriers = {"reduce_v1": 0, "reduce_v2": int(math.log2(block)) + 1}.get(v[:9], 1)
-        rows.append((v, f"{grid:,} blocks of {block}, {_ceil_div(n, grid * block)} element(s) "
+        rows.append((v, f"{grid:,} blocks of {block}, {ceil_div(n, grid * block)} element(s) "
                         f"per thread, {atomics:,} global atomics, {barriers} barrier(s) per block"))
     return Table(rows, caption=f"Launch shape of each rung for n = {n:,} on {spec.name} (counted)")
 
@@ -920,8 +915,6 @@ def run_all(quick: bool = True, progress=None) -> dict:
     out["histogram"] = step("histogram", lambda: histogram(min_time_s=t))
     out["reduction"] = step("reduction", lambda: reduction(min_time_s=t))
     return out
-
-
 
 
 def gpu_check() -> dict:

@@ -20,6 +20,7 @@ import numpy as np
 
 from .. import bench, check, device, models, reference, specs
 from ..errors import DeviceError, PrecisionError
+from ..models import ceil_div
 
 SECTION = "ch5"
 # The GPU the models describe when no GPU is present (any name from specs.names()).
@@ -97,10 +98,6 @@ def _sync() -> None:
     device.synchronize()
 
 
-def _cdiv(a: int, b: int) -> int:
-    return (a + b - 1) // b
-
-
 def _fp32_math(tf32: bool = False):
     """Make PyTorch's CUDA matmuls and convolutions use true FP32 (or TF32), then restore."""
     return device.tf32(tf32)
@@ -111,8 +108,6 @@ class Note(str):
 
     def _repr_markdown_(self) -> str:
         return f"*{self}*"
-
-
 
 
 def kernel_source(name: str, file: str = "matmul"):
@@ -247,17 +242,17 @@ def launch_config(version: str, M: int, N: int, defines: dict | None = None):
     d = {**MATMUL_DEFAULTS, **(defines or {})}
     v = _version(version)
     if v == 1:
-        return (_cdiv(M, 32), _cdiv(N, 32)), (32, 32)  # x walks rows: uncoalesced on purpose
+        return (ceil_div(M, 32), ceil_div(N, 32)), (32, 32)  # x walks rows: uncoalesced on purpose
     if v == 2:
-        return (_cdiv(N, 32), _cdiv(M, 32)), (32, 32)
+        return (ceil_div(N, 32), ceil_div(M, 32)), (32, 32)
     if v == 3:
         t = d["TILE"]
-        return (_cdiv(N, t), _cdiv(M, t)), (t, t)
+        return (ceil_div(N, t), ceil_div(M, t)), (t, t)
     if v == 4:
-        return (_cdiv(N, 64), _cdiv(M, 64)), 512
+        return (ceil_div(N, 64), ceil_div(M, 64)), 512
     if v == 5:
-        return (_cdiv(N, d["BN"]), _cdiv(M, d["BM"])), (d["BM"] // d["TM"]) * (d["BN"] // d["TN"])
-    return (_cdiv(N, d["BN"]), _cdiv(M, d["BM"])), (d["BM"] // 8) * (d["BN"] // 8)
+        return (ceil_div(N, d["BN"]), ceil_div(M, d["BM"])), (d["BM"] // d["TM"]) * (d["BN"] // d["TN"])
+    return (ceil_div(N, d["BN"]), ceil_div(M, d["BM"])), (d["BM"] // 8) * (d["BN"] // 8)
 
 
 def matmul_module(defines: dict | None = None, backend: str | None = None):
@@ -657,7 +652,7 @@ def cudnn_benchmark_mode(shapes=CUDNN_SHAPES, min_time_s: float = 0.05, seed: in
                 g = torch.Generator(device="cuda").manual_seed(seed + i)
                 w = torch.rand(co, ci, k, k, device="cuda", generator=g) - 0.5
                 row = {"shape": f"{n}×{ci}×{s}×{s + 1}, {co} filters {k}×{k}, stride {st}",
-                       "flops": 2.0 * n * co * ci * k * k * _cdiv(s, st) * _cdiv(s + 1, st)}
+                       "flops": 2.0 * n * co * ci * k * k * ceil_div(s, st) * ceil_div(s + 1, st)}
                 for mode, (h, wd) in (("off", (s, s + 1)), ("on", (s + 1, s))):
                     torch.backends.cudnn.benchmark = mode == "on"
                     x = torch.rand(n, ci, h, wd, device="cuda", generator=g)
@@ -1165,8 +1160,6 @@ def run_all(quick: bool = True, progress=None) -> dict:
     out["precision_model"] = precision_model()
     tick(6)
     return out
-
-
 
 
 def gpu_check() -> dict:

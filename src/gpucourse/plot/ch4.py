@@ -17,11 +17,6 @@ def _note(ax, text: str) -> None:
             color="#444", wrap=True, bbox=dict(boxstyle="round", fc="#f7f7f7", ec="#ccc"))
 
 
-def _short(label: str) -> str:
-    """A reference label short enough for a legend: 'reference: GPU, date'."""
-    return label.split(", `")[0]
-
-
 # --------------------------------------------------------------------------- block size
 
 def block_size_figure(result: dict) -> Figure:
@@ -62,7 +57,7 @@ def block_size_figure(result: dict) -> Figure:
     for r in result.get("reference", []):
         pos = [sizes.index(b) for b in r["block_sizes"] if b in sizes]
         vals = [g for b, g in zip(r["block_sizes"], r["gbps"]) if b in sizes]
-        reference[_short(r["label"])] = (pos, vals)
+        reference[r["label"]] = (pos, vals)
     ceilings = {result["ceiling_label"]: result["ceiling_gbps"]}
     if measured and measured.get("copy_gbps"):
         ceilings["device-to-device copy (measured)"] = measured["copy_gbps"]
@@ -146,7 +141,7 @@ def divergence_figure(result: dict) -> Figure:
     elif refs:
         r = refs[0]
         t = [1e3 * s for s in r["median_s"]]
-        a2.barh(ys, t, fill=False, edgecolor=REFERENCE, hatch="//", label=_short(r["label"]))
+        a2.barh(ys, t, fill=False, edgecolor=REFERENCE, hatch="//", label=r["label"])
         a2.set_xlabel("median time per call (ms)")
         a2.legend(loc="lower right")
         title(a2, "Reference measurement", result["device"])
@@ -234,7 +229,7 @@ def histogram_figure(result: dict) -> Figure:
         r = refs[0]
         rx = np.arange(len(r["skews"]))
         a2.bar(rx - 0.2, [1e3 * t for t in r["v1_s"]], 0.4, fill=False, edgecolor=NAIVE,
-               hatch="//", label=f"v1 global atomics ({_short(r['label'])})")
+               hatch="//", label=f"v1 global atomics ({r['label']})")
         a2.bar(rx + 0.2, [1e3 * t for t in r["v2_s"]], 0.4, fill=False, edgecolor=OPTIMIZED,
                hatch="//", label="v2 shared privatized (reference)")
         a2.set_ylabel("median time per call (ms)")
@@ -302,8 +297,8 @@ def reduction_reference_figure(result: dict):
         return Note("No reference measurement of the reduction ladder on a GPU yet: "
                     "run `make gpu-check` on a GPU to record one.")
     r = refs[0]
-    bars = [(lab, g, _short(r["label"])) for lab, g in zip(r["labels"], r["gbps"])]
-    gpu = _short(r["label"]).replace("reference: ", "")
+    bars = [(lab, g, r["label"]) for lab, g in zip(r["labels"], r["gbps"])]
+    gpu = r["label"].replace("reference: ", "")
     return ladder([], metric="gbps", ceiling=r["copy_gbps"],
                   ceiling_label=f"device-to-device copy on {gpu} (reference)", ceiling_name="copy",
                   title_text=f"Reduction ladder on {gpu} (reference data)", reference=bars,

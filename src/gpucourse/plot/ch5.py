@@ -19,11 +19,6 @@ def _note(ax, text: str) -> None:
             color="#444", wrap=True, bbox=dict(boxstyle="round", fc="#f7f7f7", ec="#ccc"))
 
 
-def _short(label: str) -> str:
-    """A reference label short enough for a legend: 'reference: GPU, date'."""
-    return label.split(", `")[0]
-
-
 def _relegend(fig, ax, ncols: int = 3) -> None:
     for leg in list(fig.legends):
         leg.remove()
@@ -80,7 +75,7 @@ def sgemm_figure(result: dict) -> Figure:
             y += 1
         ax.axvline(v["cublas_gflops"], color=CEILING, ls="--", lw=1.2,
                    label=f"cuBLAS, {r['gpu']} ({v['cublas_gflops']:,.0f} GFLOP/s)")
-        ax.barh([0], [0], fill=False, edgecolor=color, hatch="//", label=_short(r["label"]))
+        ax.barh([0], [0], fill=False, edgecolor=color, hatch="//", label=r["label"])
     ax.set_yticks(range(len(labels)), labels)
     ax.invert_yaxis()
     ax.set_xscale("log")
@@ -231,7 +226,7 @@ def precision_figure(model: dict, measured: dict | None = None,
         for p, tf in v.get("precision_tflops", {}).items():
             color = PALETTE[order.index(p) % len(PALETTE)] if p in order else REFERENCE
             ax.plot([v.get("precision_n")], [tf], "s", mfc="none", mec=color, ms=8)
-        ax.plot([], [], "s", mfc="none", mec=REFERENCE, label=_short(r["label"]))
+        ax.plot([], [], "s", mfc="none", mec=REFERENCE, label=r["label"])
     dev = None
     if measured:
         for t in _timings(measured["timings"]):

@@ -17,11 +17,6 @@ RUN_COLOURS = {"fp32": CEILING, "none": NAIVE, "static": "#ff7f0e", "dynamic": O
                "bf16": "#9467bd"}
 
 
-def _short(label: str) -> str:
-    """'reference: GPU, date' from a reference label (drops the command)."""
-    return label.split(", `")[0]
-
-
 def _colour(name: str) -> str:
     for k, c in PRECISION_COLOURS.items():
         if name.startswith(k):
@@ -196,7 +191,7 @@ def scale_sweep_figure(sweep: dict, point: dict | None = None, device: str | Non
 
 def _reference_amp():
     """[(label, {precision: speed-up})] from reference files."""
-    return [(_short(r.label), v) for r, v in reference.find("ch6", "amp", "speedup_vs_fp32")]
+    return [(r.label, v) for r, v in reference.find("ch6", "amp", "speedup_vs_fp32")]
 
 
 def amp_figure(result: dict, model_gpu: str | None = None) -> Figure:
