@@ -180,16 +180,9 @@ def transfer_table(sweep: dict, sizes=(4 * 2**10, 256 * 2**10, 4 * MiB, 64 * MiB
             continue
         i = sweep["sizes"].index(n)
         p, q = src["pinned"][i], src["pageable"][i]
-        rows.append({"size": _size_text(n), "pageable (GB/s)": q, "pinned (GB/s)": p,
+        rows.append({"size": bench.format_bytes(n), "pageable (GB/s)": q, "pinned (GB/s)": p,
                      "pinned / pageable": p / q})
     return rows
-
-
-def _size_text(n: int) -> str:
-    for unit, size in (("GiB", GiB), ("MiB", MiB), ("KiB", 2**10)):
-        if n >= size:
-            return f"{n / size:g} {unit}"
-    return f"{n} B"
 
 
 def pinned_over_pageable(sweep: dict, at_least: int = 64 * MiB) -> dict[int, float]:
@@ -475,7 +468,7 @@ def tile_access_conflicts(tile: int = 32, padded: bool = False, elem_bytes: int 
             "read_banks": [(a // 4) % 32 for a in read], "smem_bytes": tile * pitch * elem_bytes}
 
 
-TRANSPOSE_SHAPES = ((1, 1), (1, 35), (35, 1), (31, 33), (32, 32), (67, 45), (97, 61), (130, 257))
+TRANSPOSE_SHAPES = _probes.TRANSPOSE_SHAPES  # the lab checker's awkward shapes
 BLOCK_ROWS = 8
 
 
@@ -491,7 +484,7 @@ def transpose_module(tile: int = 32, backend: str | None = None):
 
 
 def _transpose_grid(rows: int, cols: int, tile: int):
-    return ((cols + tile - 1) // tile, (rows + tile - 1) // tile), (tile, BLOCK_ROWS)
+    return _probes._transpose_launch(rows, cols, tile, BLOCK_ROWS)
 
 
 def run_transpose(version: str, a, tile: int = 32, module=None):
@@ -1118,6 +1111,9 @@ def gpu_check() -> dict:
     padded transpose >= 80 % of the copy kernel and >= 2x the naive one; pinned beats
     pageable host-to-device copies at 64 MiB and above. About 30-40 s on a GPU."""
     device.require_cuda("The chapter-2 GPU check")
+    if _cupy() is None:  # the transpose ladder runs transpose.cu through CuPy
+        raise DeviceError("The chapter-2 GPU check needs CuPy to run transpose.cu on the GPU "
+                          "(pip install -e .[gpu]).")
     t0 = time.perf_counter()
     out: dict = {"device": device.describe().short_name, "notes": []}
     problem = emulator_problem()
