@@ -1177,18 +1177,25 @@ def _size(pool: Workers, cpu: int, gpu: int, given: int | None) -> int:
     return gpu if pool.backend == "nccl" else cpu
 
 
+def _slowest(timings) -> bench.Timing:
+    """The slowest rank's timing: a collective step ends when its last rank is done."""
+    return max(timings, key=lambda t: t.median_s)
+
+
 def ddp_scaling(pool: Workers | int | None = None, per_worker: int | None = None,
-                samples: int = 5, seed: int = 0) -> Scaling:
-    """Check DDP, then time a training step of 1 worker and of n DDP workers.
+                samples: int = 5, seed: int = 0, verify: bool = True) -> Scaling:
+    """Check DDP (unless the caller just did: ``verify=False``), then time a training step of
+    1 worker and of n DDP workers.
 
     ``per_worker`` samples per worker and step: 256 on the CPU, 8192 on GPUs by default.
     """
     pool = _pool(pool)
     per_worker = _size(pool, 256, 8192, per_worker)
-    ddp_check(pool, seed=seed)
+    if verify:
+        ddp_check(pool, seed=seed)
     res = pool.run(_task_ddp_throughput, DDP_WIDTH, DDP_DEPTH, per_worker, samples, seed)
     # The step ends when the slowest rank is done: report the slowest rank's DDP timing.
-    multi = max((r["ddp"] for r in res), key=lambda t: t.median_s)
+    multi = _slowest(r["ddp"] for r in res)
     return Scaling(res[0]["single"], multi, pool.n, per_worker, res[0]["params"], pool.backend,
                    pool.device_name)
 
@@ -1289,7 +1296,7 @@ def allreduce_sweep(pool: Workers | int | None = None, sizes: Sequence[int] | No
     target = 256 * 2**20 if pool.backend == "nccl" else 2 * 2**20
     res = pool.run(_task_allreduce_sweep, sizes, samples, target)
     # The collective ends when the slowest rank is done.
-    allreduce = [max((r["allreduce"][i] for r in res), key=lambda t: t.median_s)
+    allreduce = [_slowest(r["allreduce"][i] for r in res)
                  for i in range(len(sizes))]
     pingpong = res[0]["pingpong"]
     lat, bw = _fit_pingpong(sizes, pingpong)
@@ -1356,7 +1363,7 @@ def bucketing(pool: Workers | int | None = None, d_model: int = 128, layers: int
         caps = [0.0] + caps
     shapes = transformer_grad_shapes(d_model, layers)
     res = pool.run(_task_bucketing, shapes, caps, samples, seed)
-    timings = bench.Timings(max((r["timings"][i] for r in res), key=lambda t: t.median_s)
+    timings = bench.Timings(_slowest(r["timings"][i] for r in res)
                             for i in range(len(caps)))
     r0 = res[0]
     return Bucketing(timings, r0["buckets"], caps, r0["tensors"], r0["total_bytes"], pool.n,
@@ -1425,7 +1432,7 @@ def ddp_timeline(pool: Workers | int | None = None, bucket_cap_mb: float = 25.0,
                    samples, seed)
     t0 = min(a for r in res for _, a, _ in r["events"])
     events = [[(n, a - t0, b - t0) for n, a, b in r["events"]] for r in res]
-    timing = max((r["timing"] for r in res), key=lambda t: t.median_s)
+    timing = _slowest(r["timing"] for r in res)
     out = DDPTimeline(events, float(bucket_cap_mb), res[0]["bucket_bytes"], timing, pool.n,
                       pool.backend, pool.device_name, res[0]["grad_bytes"])
     if default_size:  # the widget's size: its first drawing may reuse this
@@ -1560,7 +1567,7 @@ def pipeline(pool: Workers | int | None = None, microbatches: Sequence[int] = (1
     t0s = [min(e[2] for r in res for e in r["runs"][i]["events"]) for i in range(len(ms))]
     runs = []
     for i, m in enumerate(ms):
-        timing = max((r["runs"][i]["timing"] for r in res), key=lambda t: t.median_s)
+        timing = _slowest(r["runs"][i]["timing"] for r in res)
         events = [[(j, ph, a - t0s[i], b - t0s[i]) for j, ph, a, b in r["runs"][i]["events"]]
                   for r in res]
         runs.append(PipelineRun(m, timing, events))
@@ -1630,7 +1637,7 @@ def run_all(quick: bool = True, progress=None) -> dict:
     with Workers() as pool:
         tick()
         check_line = str(ddp_check(pool))
-        scaling = ddp_scaling(pool, samples=samples)
+        scaling = ddp_scaling(pool, samples=samples, verify=False)  # checked just above
         tick()
         sweep = allreduce_sweep(pool, samples=samples)
         tick()
@@ -1662,7 +1669,7 @@ def gpu_check() -> dict:
         hello = pool.run(_task_hello)
         out["sum_of_ranks_ok"] = all(h["sum_of_ranks"] == gpus * (gpus - 1) / 2 for h in hello)
         out["ddp_check"] = str(ddp_check(pool))
-        scaling = ddp_scaling(pool, per_worker=1024, samples=7)
+        scaling = ddp_scaling(pool, per_worker=1024, samples=7, verify=False)  # checked above
         out["ddp_step_s"] = scaling.multi.median_s
         out["single_step_s"] = scaling.single.median_s
         checks = {"nccl_selected": pool.backend == "nccl", "ddp_exact": True,

@@ -2,6 +2,7 @@
 DDP and pipeline timelines against the GPipe model, memory per device."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Sequence
 
 import numpy as np
@@ -124,10 +125,10 @@ def allreduce(sw, refs: bool = True):
 
 def bucketing(b, sw=None):
     """Effective bandwidth of one gradient synchronisation: per tensor against buckets."""
-    timings = Timings(b.timings)
-    for t, n in zip(timings, b.buckets):
-        if "calls" not in t.label:
-            t.label = f"{t.label}\n({n} all-reduce call{'s' if n > 1 else ''})"
+    # Relabelled copies: the caller's timings stay as they were.
+    timings = Timings(
+        dataclasses.replace(t, label=f"{t.label}\n({n} all-reduce call{'s' if n > 1 else ''})")
+        for t, n in zip(b.timings, b.buckets))
     ceiling = None
     label = "ceiling"
     if sw is not None and sw.bandwidth_Bps and b.workers > 1:
