@@ -57,7 +57,6 @@ def check_quantize(quantize, number: str = "6.1",
     element by element, the scale must be the row's max |w| / 127, and all-zero rows must
     come back as zeros (no NaN).
     """
-    torch = _torch()
     with Exercise(number, title):
         for i, (r, c) in enumerate(QUANT_SHAPES):
             w = weights_with_outliers(r, c, seed=i)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import html
-import math
 import time
 
 import numpy as np
@@ -580,7 +579,6 @@ def _conv_inputs(cfg: dict, seed: int, dev: str):
 
 def check_conv(seed: int = 0) -> None:
     """Both hand-built versions agree with conv2d in float64 at an awkward shape."""
-    torch = _torch()
     cfg = {"batch": 2, "channels": 3, "size": 11, "out_channels": 5, "kernel": 3}
     x, w = _conv_inputs(cfg, seed, "cpu")
     ref = conv_library(x.double(), w.double(), 1).numpy()
@@ -594,7 +592,6 @@ def check_conv(seed: int = 0) -> None:
             for fn in (conv_taps, conv_unfold, conv_library):
                 check.assert_close(fn(xg, wg, 1).cpu().numpy(), ref, rtol=1e-4, atol=1e-5,
                                    name=f"{fn.__name__} on the GPU")
-    del torch
 
 
 def conv_ladder(cfg: dict | None = None, min_time_s: float = 0.1, seed: int = 0) -> dict:
@@ -602,14 +599,13 @@ def conv_ladder(cfg: dict | None = None, min_time_s: float = 0.1, seed: int = 0)
 
     Returns the timings (GFLOP/s) and the extra memory im2col needs for its columns.
     """
-    torch = _torch()
     check_conv(seed=seed)
     dev = device.torch_device()
     cfg = dict(cfg or (CONV_GPU if dev == "cuda" else CONV_CPU))
     x, w = _conv_inputs(cfg, seed, dev)
     k = cfg["kernel"]
     flops = 2.0 * cfg["batch"] * cfg["out_channels"] * cfg["size"] ** 2 * cfg["channels"] * k * k
-    backend = "cuda" if dev == "cuda" else "cpu"
+    backend = dev
     with _fp32_math(), _threads_for(backend):
         ref = conv_library(x, w, k // 2)
         for fn in (conv_taps, conv_unfold):
@@ -622,7 +618,6 @@ def conv_ladder(cfg: dict | None = None, min_time_s: float = 0.1, seed: int = 0)
                               ("unfold + one matmul (im2col)", conv_unfold),
                               (f"conv2d ({conv_library_name()})", conv_library)))
     im2col_bytes = cfg["batch"] * cfg["channels"] * k * k * cfg["size"] ** 2 * 4
-    del torch
     return {"config": cfg, "timings": timings, "flops": flops, "im2col_bytes": im2col_bytes,
             "input_bytes": x.numel() * 4, "device": timings[0].device}
 
@@ -734,7 +729,7 @@ def sparse_sweep(n: int | None = None, k: int | None = None, densities=DENSITIES
 
     torch = _torch()
     dev = device.torch_device()
-    backend = "cuda" if dev == "cuda" else "cpu"
+    backend = dev
     cfg = SPARSE_GPU if dev == "cuda" else SPARSE_CPU
     n, k = n or cfg["n"], k or cfg["k"]
     use_cupyx = on_gpu() if cupyx is None else cupyx
@@ -782,7 +777,6 @@ def sparse_sweep(n: int | None = None, k: int | None = None, densities=DENSITIES
     out["crossover"] = crossover_density(densities, out["sparse_s"], dense_t.median_s)
     if use_cupyx:
         out["cupyx_crossover"] = crossover_density(densities, out["cupyx_s"], dense_t.median_s)
-    del torch
     return out
 
 
@@ -896,7 +890,7 @@ def fusion(n: int | None = None, use_compile: bool = True, min_time_s: float = 0
 def _fusion(n, use_compile, min_time_s, seed) -> dict:
     torch = _torch()
     dev = device.torch_device()
-    backend = "cuda" if dev == "cuda" else "cpu"
+    backend = dev
     n = n or (FUSION_N_GPU if dev == "cuda" else FUSION_N_CPU)
     x_np = check.random_array(n, seed=seed, kind="normal")  # both signs: ReLU matters
     x = torch.from_numpy(x_np).to(dev)
@@ -960,7 +954,6 @@ def _fusion(n, use_compile, min_time_s, seed) -> dict:
                       if t.label.startswith("fused: torch")}
     if on_gpu():
         out["cupy_speedup"] = by["CuPy: 5 ops"].median_s / by["fused: CuPy ElementwiseKernel"].median_s
-    del torch
     return out
 
 
@@ -1051,12 +1044,11 @@ def matmul_throughput(precision: str = "fp32", n: int | None = None,
     g = torch.Generator(device=dev).manual_seed(seed)
     A = torch.rand(n, n, device=dev, generator=g).to(dt) - 0.5
     B = torch.rand(n, n, device=dev, generator=g).to(dt) - 0.5
-    with _fp32_math(tf32=precision == "tf32"), _threads_for("cuda" if dev == "cuda" else "cpu"):
+    with _fp32_math(tf32=precision == "tf32"), _threads_for(dev):
         t = bench.benchmark(torch.matmul, A, B, label=precision, flops=2.0 * n ** 3, size=n,
-                            backend="cuda" if dev == "cuda" else "cpu", min_time_s=min_time_s,
+                            backend=dev, min_time_s=min_time_s,
                             min_samples=3)
     t.meta["rel_err"] = err
-    del torch
     return t
 
 

@@ -50,7 +50,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import models, specs
-from ..errors import CourseError, LaunchError
+from ..errors import CourseError
 
 __all__ = ["profile", "Profile", "Counters", "Divergence", "LineStat", "ModelTime",
            "ProfilerError", "LAUNCH_OVERHEAD_S"]
