@@ -174,3 +174,13 @@ def test_streams_figure_marks_the_isolated_bound_when_the_link_is_slower_both_wa
     assert "the longest stage run alone" in labels
     labels = plot4.streams_figure(res).axes[0].get_legend_handles_labels()[1]
     assert "the longest stage run alone" not in labels
+
+
+def test_switching_the_model_gpu_refreshes_every_waves_series():
+    sweep = ch4.block_size_sweep(block_sizes=(128, 256), n=1 << 20)
+    other = "T4" if sweep["gpu"] != "NVIDIA T4" else "H200"
+    res = ch4.block_size_point(256, sweep, gpu=other)
+    fresh = ch4.block_size_sweep(block_sizes=(128, 256), n=1 << 20, gpu=other)
+    assert res["waves"] == fresh["waves"]
+    assert res["wave_utilization"] == fresh["wave_utilization"]
+    assert res["point"] == ch4.sweep_point(res, 256)

@@ -218,12 +218,7 @@ def block_size_sweep(block_sizes=BLOCK_SIZES, gpu=None, n: int | None = None,
                     "method": times[0].method,
                     "copy_gbps": copy_ceiling(x, min_time_s=min_time_s).gbps}
         del x, y
-    curve = occupancy_curve(spec, block_sizes, regs)
-    curve["waves"], curve["wave_utilization"] = [], []
-    for b, per_sm in zip(block_sizes, curve["blocks_per_sm"]):
-        w = models.waves(ceil_div(n, b), per_sm, spec.sm_count)
-        curve["waves"].append(w.waves)
-        curve["wave_utilization"].append(w.utilization)
+    curve = _with_waves(occupancy_curve(spec, block_sizes, regs), spec, n)
     out = {"device": device.describe().short_name, "backend": device.backend(),
            "n": n, "bytes_per_call": 12 * n, "regs_source": regs_source,
            "ceiling_gbps": spec.memory_bandwidth_GBps,
@@ -236,6 +231,13 @@ def block_size_sweep(block_sizes=BLOCK_SIZES, gpu=None, n: int | None = None,
     if progress and not measured:
         progress(1.0)
     return out
+
+
+def _with_waves(curve: dict, spec, n: int) -> dict:
+    """``curve`` (an occupancy curve) plus the waves of an n-element grid at each block size."""
+    ws = [models.waves(ceil_div(n, b), per_sm, spec.sm_count)
+          for b, per_sm in zip(curve["block_sizes"], curve["blocks_per_sm"])]
+    return {**curve, "waves": [w.waves for w in ws], "wave_utilization": [w.utilization for w in ws]}
 
 
 def gpu_choices() -> list[str]:
@@ -253,26 +255,31 @@ def block_size_point(block_size: int, sweep: dict, gpu=None, min_time_s: float =
     b = int(block_size)
     if gpu is not None and not device.is_cuda() and specs.lookup(gpu).name != sweep["gpu"]:
         spec = specs.lookup(gpu)
-        curve = occupancy_curve(spec, sweep["block_sizes"], sweep["regs_per_thread"])
-        curve["waves"] = [models.waves(ceil_div(sweep["n"], bs), per, spec.sm_count).waves
-                          for bs, per in zip(sweep["block_sizes"], curve["blocks_per_sm"])]
+        curve = _with_waves(occupancy_curve(spec, sweep["block_sizes"], sweep["regs_per_thread"]),
+                            spec, sweep["n"])
         sweep = {**sweep, **curve, "ceiling_gbps": spec.memory_bandwidth_GBps,
                  "ceiling_label": f"{spec.name} datasheet bandwidth",
                  "recommended": recommend_block_size(spec, sweep["regs_per_thread"])}
-    spec = specs.lookup(sweep["gpu"]) if not device.is_cuda() else model_gpu()
     check_saxpy(block_sizes=(b,), sizes=(b + 3, 517))
-    occ = models.occupancy(spec.cc, b, sweep["regs_per_thread"])
-    n = sweep["n"]
-    point = {"block_size": b, "occupancy": occ.occupancy, "limited_by": occ.limited_by,
-             "blocks_per_sm": occ.active_blocks, "active_warps": occ.active_warps,
-             "lane_efficiency": lane_efficiency(b), "occupancy_text": str(occ),
-             "waves_text": str(models.waves(ceil_div(n, b), occ.active_blocks, spec.sm_count)),
-             # Slot utilization against grid size shows the tail effect of partial waves.
-             "tail": tail_effect(spec, b, occ.active_blocks)}
+    point = sweep_point(sweep, b)
     if on_gpu():
-        t = measure_saxpy(b, n, min_time_s=min_time_s)
+        t = measure_saxpy(b, sweep["n"], min_time_s=min_time_s)
         point["measured"] = {"median_s": t.median_s, "gbps": t.gbps}
     return {**sweep, "point": point}
+
+
+def sweep_point(sweep: dict, block_size: int) -> dict:
+    """The models at one block size of a sweep: occupancy, lanes, waves and the tail effect."""
+    b = int(block_size)
+    spec = specs.lookup(sweep["gpu"]) if not device.is_cuda() else model_gpu()
+    occ = models.occupancy(spec.cc, b, sweep["regs_per_thread"])
+    return {"block_size": b, "occupancy": occ.occupancy, "limited_by": occ.limited_by,
+            "blocks_per_sm": occ.active_blocks, "active_warps": occ.active_warps,
+            "lane_efficiency": lane_efficiency(b), "occupancy_text": str(occ),
+            "waves_text": str(models.waves(ceil_div(sweep["n"], b), occ.active_blocks,
+                                           spec.sm_count)),
+            # Slot utilization against grid size shows the tail effect of partial waves.
+            "tail": tail_effect(spec, b, occ.active_blocks)}
 
 
 def sweep_table(sweep: dict) -> Table:

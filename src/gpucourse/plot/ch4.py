@@ -313,7 +313,7 @@ def figures(results: dict) -> dict:
 
     sweep_res = results["block_size_sweep"]
     shown = min(sweep_res["block_sizes"], key=lambda b: abs(b - sweep_res["recommended"]))
-    point = {**sweep_res, "point": _point_from_sweep(sweep_res, shown, ch4)}
+    point = {**sweep_res, "point": ch4.sweep_point(sweep_res, shown)}
     figs = {"block_size": block_size_figure(point),
             "divergence": divergence_figure(results["divergence"]),
             "streams": streams_figure(results["streams"]),
@@ -323,12 +323,3 @@ def figures(results: dict) -> dict:
     if isinstance(ref, Figure):
         figs["reduction_reference"] = ref
     return figs
-
-
-def _point_from_sweep(res: dict, b: int, ch4) -> dict:
-    i = res["block_sizes"].index(b)
-    return {"block_size": b, "occupancy": res["occupancy"][i], "limited_by": res["limited_by"][i],
-            "blocks_per_sm": res["blocks_per_sm"][i], "active_warps": res["active_warps"][i],
-            "lane_efficiency": res["lane_efficiency"][i],
-            "tail": ch4.tail_effect(ch4.specs.lookup(res["gpu"]) if not ch4.on_gpu()
-                                    else ch4.model_gpu(), b, res["blocks_per_sm"][i])}
