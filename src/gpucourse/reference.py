@@ -167,6 +167,12 @@ def find(name: str, *keys: str, folder=FOLDER) -> list[tuple[Reference, Any]]:
             if (v := r.get(name, *keys)) is not None]
 
 
+def labelled(name: str, *keys: str) -> list[tuple[str, dict]]:
+    """(label naming GPU and date, data) for every reference file whose ``name``/``keys`` is a
+    dict of measurements: what a figure overlays."""
+    return [(ref.label, v) for ref, v in find(name, *keys) if isinstance(v, dict)]
+
+
 def write(results: dict, gpu: str, command: str, driver: str = "", folder=FOLDER,
           date: str | None = None, merge: bool = True) -> pathlib.Path:
     """Write (or update) the reference file for ``gpu`` and return its path.

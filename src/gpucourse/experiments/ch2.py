@@ -27,10 +27,6 @@ SECTION = "ch2"
 
 # --------------------------------------------------------------------------- common
 
-def reference_for(*keys: str):
-    """(Reference, value) pairs of reference measurements for this chapter's ``keys``."""
-    return reference.find(SECTION, *keys)
-
 
 DEFAULT_MODEL_GPU = "H100-PCIe"
 
@@ -42,7 +38,7 @@ def target_gpu(gpu=None) -> specs.GPUSpec:
         return specs.lookup(gpu)
     if device.is_cuda():
         return specs.for_active_device()
-    refs = reference_for("transfers")
+    refs = reference.find(SECTION, "transfers")
     if refs:
         try:
             return specs.lookup(refs[0][0].gpu)

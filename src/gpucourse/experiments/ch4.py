@@ -80,11 +80,6 @@ def _xp():
     return np
 
 
-def _reference_series(*keys):
-    """[(label, value)] of reference data under ch4/keys, from every reference file."""
-    return [(ref.label, value) for ref, value in reference.find("ch4", *keys)]
-
-
 # --------------------------------------------------------------------------- 1. block size
 
 def lane_efficiency(block_size: int) -> float:
@@ -224,8 +219,8 @@ def block_size_sweep(block_sizes=BLOCK_SIZES, gpu=None, n: int | None = None,
            "ceiling_gbps": spec.memory_bandwidth_GBps,
            "ceiling_label": f"{spec.name} datasheet bandwidth",
            "recommended": recommend_block_size(spec, regs), "measured": measured,
-           "reference": [{"label": lab, **val} for lab, val in _reference_series("block_sweep")
-                         if isinstance(val, dict) and "block_sizes" in val and "gbps" in val],
+           "reference": [{"label": lab, **val} for lab, val in reference.labelled("ch4", "block_sweep")
+                         if "block_sizes" in val and "gbps" in val],
            "checked": "saxpy v1 and v2 match NumPy at n = 1, 33, 1007 for every block size",
            **curve}
     if progress and not measured:
@@ -400,8 +395,8 @@ def divergence(n: int | None = None, k: int | None = None, block: int = 256,
     out = {"device": device.describe().short_name, "backend": device.backend(), "n": n, "k": k,
            "block": block, "versions": list(DIVERGENCE_VERSIONS),
            "model": divergence_model(min(n, 1 << 16), block), "measured": None,
-           "reference": [{"label": lab, **val} for lab, val in _reference_series("divergence")
-                         if isinstance(val, dict) and "median_s" in val]}
+           "reference": [{"label": lab, **val} for lab, val in reference.labelled("ch4", "divergence")
+                         if "median_s" in val]}
     if on_gpu():
         mod = _load("divergence")
         cp = _xp()
@@ -729,8 +724,8 @@ def histogram(n: int | None = None, skews=(0.0, 1.0), block: int = 256, gpu=None
            "block": block, "skews": [float(s) for s in skews], "gpu": spec.name,
            "chains_n": chains_n,
            "contention": [], "chains": [], "measured": None,
-           "reference": [{"label": lab, **val} for lab, val in _reference_series("histogram")
-                         if isinstance(val, dict) and "speedup" in val]}
+           "reference": [{"label": lab, **val} for lab, val in reference.labelled("ch4", "histogram")
+                         if "speedup" in val]}
     datasets = [histogram_data(n, s, seed=17) for s in skews]
     for data in datasets:
         out["contention"].append(contention(data[: 1 << 16]))
@@ -824,8 +819,8 @@ def reduction(n: int | None = None, min_time_s: float = 0.1) -> dict:
     versions = reduce_versions()
     out = {"device": device.describe().short_name, "backend": device.backend(),
            "versions": versions, "measured": None,
-           "reference": [{"label": lab, **val} for lab, val in _reference_series("reduction")
-                         if isinstance(val, dict) and "gbps" in val]}
+           "reference": [{"label": lab, **val} for lab, val in reference.labelled("ch4", "reduction")
+                         if "gbps" in val]}
     if on_gpu():
         import cupy as cp
         import torch

@@ -115,11 +115,6 @@ def _bench(fn, label: str, dev: str, min_time_s: float, **kw) -> bench.Timing:
                            min_time_s=min_time_s, **kw)
 
 
-def _reference_series(*keys):
-    """[(reference, value)] for chapter 6 data under ``keys`` in every reference file."""
-    return reference.find("ch6", *keys)
-
-
 # --------------------------------------------------------------------------- 1. formats
 
 @dataclass(frozen=True)
@@ -1304,7 +1299,7 @@ def alignment_note(n: int = 4096) -> Table:
         return Table([{"size": int(k), "TFLOP/s (measured)": v} for k, v in a.items()],
                      caption=f"{n}^3 vs {n - 1}^3 BF16 matrix products on {device.describe().name}")
     rows = [{"GPU": ref.gpu, "size": int(k), "TFLOP/s": v, "source": ref.provenance}
-            for ref, val in _reference_series("alignment_tflops") for k, v in val.items()]
+            for ref, val in reference.find("ch6", "alignment_tflops") for k, v in val.items()]
     if rows:
         return Table(rows, caption="BF16 matrix products, aligned vs not (reference measurements)")
     return Table([], caption="No GPU here and no reference data for chapter 6 yet: on a GPU this "
@@ -1359,8 +1354,6 @@ def run_all(quick: bool = True, progress=None) -> dict:
         if progress:
             progress((i + 1) / len(steps))
     return out
-
-
 
 
 def int8_gemm(m: int = 8192, k: int = 8192, n: int = 8192, min_time_s: float = 0.2,

@@ -17,9 +17,8 @@ H2D, COMPUTE, D2H, CPU = "#ff7f0e", OPTIMIZED, "#17becf", MEASURED
 
 
 def references(key: str) -> list[tuple[str, dict]]:
-    """(label naming GPU, date and command, chapter-1 data) for every reference file that has ``key``."""
-    return [(ref.label, value) for ref, value in _reference.find("ch1", key)
-            if isinstance(value, dict)]
+    """(label naming GPU and date, data) for every reference file with ch1/``key``."""
+    return _reference.labelled("ch1", key)
 
 
 def _plain(v: float) -> str:
@@ -36,10 +35,6 @@ def plain_log_axes(ax, xticks=None) -> None:
         ax.yaxis.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
         ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: _plain(v)))
         ax.yaxis.set_minor_formatter(ticker.NullFormatter())
-
-
-
-
 
 
 # --------------------------------------------------------------------------- 0. the GPU

@@ -16,13 +16,8 @@ SECTION = "ch2"
 
 
 def references(key: str) -> list[tuple[str, dict]]:
-    """(label naming GPU, date and command, data) for every reference file with ch2/``key``."""
-    return [(ref.label, value) for ref, value in _reference.find(SECTION, key)
-            if isinstance(value, dict)]
-
-
-
-
+    """(label naming GPU and date, data) for every reference file with ch2/``key``."""
+    return _reference.labelled(SECTION, key)
 
 
 def _where(result: dict) -> str:
