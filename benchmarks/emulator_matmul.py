@@ -99,6 +99,7 @@ def emulator_figures(runs: int) -> dict:
     from gpucourse.bench import benchmark
 
     # Compile time: a cold cache, so the runtime and the kernel are both built.
+    before = os.environ.get("GPUCOURSE_CACHE")
     with tempfile.TemporaryDirectory() as cold:
         os.environ["GPUCOURSE_CACHE"] = cold
         t0 = time.perf_counter()
@@ -107,7 +108,10 @@ def emulator_figures(runs: int) -> dict:
         t0 = time.perf_counter()
         gc.emulator.build_library(KERNEL, filename="matmul_bench.cu")
         kernel_s = time.perf_counter() - t0
-    os.environ.pop("GPUCOURSE_CACHE", None)
+    if before is None:  # back to the cache the rest of the run (and the user) expects
+        os.environ.pop("GPUCOURSE_CACHE", None)
+    else:
+        os.environ["GPUCOURSE_CACHE"] = before
     mod = gc.kernels.from_source(KERNEL, name="matmul_bench", backend="cpu")
     k = mod.matmul_tiled
     rng = np.random.default_rng(0)
