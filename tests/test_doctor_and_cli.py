@@ -1,3 +1,4 @@
+import shutil
 import subprocess
 import sys
 
@@ -22,6 +23,19 @@ def test_doctor_fails_when_something_essential_is_missing(monkeypatch, capsys):
 
 
 def test_missing_compiler_is_reported(monkeypatch):
+    monkeypatch.delenv("CXX", raising=False)
     monkeypatch.setattr(doctor.shutil, "which", lambda name: None)
     f = doctor._cxx_compiler()
     assert f.status == doctor.FAIL and "g++" in f.fix
+
+
+def test_doctor_reports_the_compiler_the_emulator_uses(monkeypatch, tmp_path):
+    """$CXX wins, as in the emulator: a broken $CXX fails even when g++ is on PATH."""
+    monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
+    f = doctor._cxx_compiler()
+    assert f.status == doctor.FAIL and "no-such-compiler" in f.detail and "CXX" in f.fix
+    gxx = shutil.which("g++") or shutil.which("c++")
+    if gxx:
+        monkeypatch.setenv("CXX", gxx)
+        f = doctor._cxx_compiler()
+        assert f.status == doctor.OK and gxx in f.detail

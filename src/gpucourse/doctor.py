@@ -47,17 +47,18 @@ def _nvidia_smi() -> str | None:
 
 
 def _cxx_compiler() -> Finding:
-    for cxx in ("g++", "c++", "clang++"):
-        exe = shutil.which(cxx)
-        if exe:
-            try:
-                v = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=20)
-                return Finding(OK, "C++ compiler", v.stdout.splitlines()[0] if v.stdout else exe)
-            except (OSError, subprocess.TimeoutExpired):
-                continue
-    return Finding(FAIL, "C++ compiler", "none of g++, c++, clang++ found",
-                   "install one (Debian/Ubuntu: `sudo apt install g++`; macOS: "
-                   "`xcode-select --install`); the CPU emulator compiles kernels with it")
+    # Ask the emulator, so that doctor reports the compiler it will really use ($CXX first).
+    from .emulator.build import compiler
+    from .errors import DeviceError
+
+    try:
+        exe, identity = compiler.__wrapped__()  # uncached: the learner may just have set CXX
+    except DeviceError as exc:
+        return Finding(FAIL, "C++ compiler", str(exc),
+                       "install one (Debian/Ubuntu: `sudo apt install g++`; macOS: "
+                       "`xcode-select --install`) or set CXX; the CPU emulator compiles kernels "
+                       "with it")
+    return Finding(OK, "C++ compiler", f"{identity} ({exe})")
 
 
 def findings() -> list[Finding]:
