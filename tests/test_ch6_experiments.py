@@ -154,3 +154,19 @@ def test_widget_figures_draw():
     p6.precision_figure(ch6.run_precision("bf16", batch=32, min_time_s=0.01, dev="cpu"))
     p6.gradient_histogram(ch6.gradient_magnitudes())
     assert math.isfinite(ch6.zeroed_at_scale(16)["grad_error"])
+
+
+def test_cpu_only_figures_name_the_cpu_even_beside_gpu_results(results):
+    """The gradient checkpoint always runs on the CPU; on a GPU machine its figures must not
+    carry the GPU's name from the other experiments."""
+    from gpucourse import device
+    from gpucourse.plot import ch6 as p6
+
+    cpu = device.describe("cpu").short_name
+    on_gpu = dict(results, loss_scaling=dict(results["loss_scaling"], device="NVIDIA H200"),
+                  amp=dict(results["amp"], device="NVIDIA H200"))
+    figs = p6.figures(on_gpu)
+    for name in ("gradients", "scale_sweep"):
+        assert results[name]["device"] == cpu
+        text = " ".join(ax.get_title() for ax in figs[name].axes)
+        assert cpu in text and "H200" not in text, name

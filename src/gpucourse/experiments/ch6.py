@@ -800,6 +800,10 @@ def step_times(setup: ScalingSetup = ScalingSetup(), dev: str | None = None,
 
 
 @functools.lru_cache(maxsize=4)
+def _cpu_name() -> str:
+    return device.describe("cpu").short_name
+
+
 def _checkpoint(steps: int, setup: ScalingSetup):
     """Master weights after ``steps`` FP32 steps (where gradients have become small)."""
     dev = "cpu"
@@ -838,7 +842,8 @@ def gradient_magnitudes(steps: int = 60, setup: ScalingSetup = ScalingSetup()) -
     a = torch.cat([t.grad.abs().flatten() for t in acts]).numpy()
     f16 = formats()["fp16"]
     below = lambda v, t: float(np.mean(v < t))  # noqa: E731
-    return {"weights": w, "activations": a, "step": steps,
+    # measured on the CPU even on a GPU machine: say so in the figure, not the GPU's name
+    return {"weights": w, "activations": a, "step": steps, "device": _cpu_name(),
             "fp16_min_subnormal": f16.min_subnormal, "fp16_min_normal": f16.min_normal,
             "fp16_max": f16.max, "bf16_min_normal": formats()["bf16"].min_normal,
             "share_below_subnormal": {"weights": below(w, f16.min_subnormal / 2),
@@ -876,7 +881,8 @@ def scale_sweep(log2_scales=tuple(range(0, 47, 2)), steps: int = 60,
                 setup: ScalingSetup = ScalingSetup()) -> dict:
     """:func:`zeroed_at_scale` over a range of scales: too small loses gradients, too large overflows."""
     rows = [zeroed_at_scale(s, steps, setup) for s in log2_scales]
-    return {"log2_scales": list(log2_scales), "zeroed": [r["zeroed"] for r in rows],
+    return {"device": _cpu_name(),  # the checkpoint runs on the CPU, see _checkpoint
+            "log2_scales": list(log2_scales), "zeroed": [r["zeroed"] for r in rows],
             "overflow": [r["overflow"] for r in rows],
             # None where the gradients overflowed (inf is not JSON)
             "grad_error": [r["grad_error"] if math.isfinite(r["grad_error"]) else None for r in rows]}

@@ -97,7 +97,7 @@ def gradient_histogram(g: dict, device: str | None = None) -> Figure:
     sh = g.get("share_below_subnormal", {})
     text = " and ".join(f"{100 * v:.0f} % of {k}" for k, v in sh.items())
     title(ax, f"FP32 gradients at step {g.get('step', '?')}"
-              + (f": {text} are below fp16's range" if text else ""), device)
+              + (f": {text} are below fp16's range" if text else ""), device or g.get("device"))
     return fig
 
 
@@ -166,7 +166,7 @@ def scale_sweep_figure(sweep: dict, point: dict | None = None, device: str | Non
     a1.set_xlabel("log2(loss scale)")
     a1.set_ylabel("% of weight gradients lost")
     a1.legend(fontsize=7.5)
-    title(a1, "Too small a scale loses gradients, too large overflows", device)
+    title(a1, "Too small a scale loses gradients, too large overflows", device or sweep.get("device"))
     if point:
         mags = point["scaled_magnitudes"]
         mags = mags[mags > 0]
@@ -384,8 +384,7 @@ def figures(results: dict) -> dict:
     out = {"formats": formats_figure(results["formats"]["rows"]),
            "gradients": gradient_histogram(results["gradients"]),
            "loss_scaling": loss_scaling_figure(results["loss_scaling"]),
-           "scale_sweep": scale_sweep_figure(results["scale_sweep"],
-                                             device=results["loss_scaling"]["device"]),
+           "scale_sweep": scale_sweep_figure(results["scale_sweep"]),
            "amp": amp_figure(results["amp"], model_gpu=None if results["amp"]["backend"] == "cuda"
                              else specs.DEFAULT_GPU),
            "int8": int8_figure(results["int8"])}
