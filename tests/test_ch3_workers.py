@@ -187,3 +187,28 @@ def test_bad_worker_counts_are_refused():
     with pytest.raises(CourseError, match="one GPU per worker"):
         ch3.Workers(2, backend="nccl")
 
+
+
+def test_nccl_workers_bind_torch_and_cupy_to_their_local_rank(monkeypatch):
+    """Under torchrun with several GPUs per node, local rank 1 must time on GPU 1: torch and
+    CuPy (whose events the harness uses) are both bound to it before the group is joined."""
+    import sys
+    import types
+
+    calls = []
+    monkeypatch.setattr(ch3.torch.cuda, "set_device", lambda i: calls.append(("torch", i)))
+    fake_cupy = types.SimpleNamespace(cuda=types.SimpleNamespace(
+        Device=lambda i: types.SimpleNamespace(use=lambda: calls.append(("cupy", i)))))
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
+    monkeypatch.setattr(ch3.dist, "init_process_group",
+                        lambda **kw: calls.append(("group", kw["backend"], kw.get("device_id"))))
+    monkeypatch.setattr(ch3, "gpu_count", lambda: 4)
+    monkeypatch.setattr(ch3.torch, "set_num_threads", lambda n: None)  # keep this process's
+    monkeypatch.setattr(ch3.dist, "is_nccl_available", lambda: True)
+    monkeypatch.setenv("RANK", "5")
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    ctx = ch3._torchrun_context()
+    assert ctx.device == "cuda:1" and ctx.local_rank == 1 and ctx.rank == 5
+    assert calls == [("torch", 1), ("cupy", 1), ("group", "nccl", ch3.torch.device("cuda:1"))]

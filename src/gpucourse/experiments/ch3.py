@@ -265,22 +265,28 @@ def _init_worker(rank: int, world_size: int, port: int, backend: str, threads: i
         if lo:
             os.environ["GLOO_SOCKET_IFNAME"] = lo
     torch.set_num_threads(threads)
+    device = _join_group(backend, local_rank, timeout_s)
+    return WorkerContext(rank=rank, world_size=world_size, local_rank=local_rank,
+                         backend=backend, device=device, threads=threads, pid=os.getpid())
+
+
+def _join_group(backend: str, local_rank: int, timeout_s: float) -> str:
+    """Bind this process to its GPU (NCCL: one per local rank) and join the process group;
+    returns the torch device string. Shared by our workers and by torchrun's."""
     device = "cpu"
+    kwargs = {"backend": backend, "timeout": datetime.timedelta(seconds=timeout_s)}
     if backend == "nccl":
         torch.cuda.set_device(local_rank)
         device = f"cuda:{local_rank}"
+        kwargs["device_id"] = torch.device(device)
         try:  # the timing harness may use CuPy's events: put CuPy on this worker's GPU too
             import cupy
 
             cupy.cuda.Device(local_rank).use()
-        except Exception:
+        except Exception:  # no CuPy: the harness falls back to torch's events
             pass
-    kwargs = {"backend": backend, "timeout": datetime.timedelta(seconds=timeout_s)}
-    if backend == "nccl":
-        kwargs["device_id"] = torch.device(device)
     dist.init_process_group(**kwargs)
-    return WorkerContext(rank=rank, world_size=world_size, local_rank=local_rank,
-                         backend=backend, device=device, threads=threads, pid=os.getpid())
+    return device
 
 
 def _resolve_function(payload):
@@ -1710,11 +1716,7 @@ def _torchrun_context(timeout_s: float = COLLECTIVE_TIMEOUT_S) -> WorkerContext:
     backend = "nccl" if (gpu_count() >= local_world and dist.is_nccl_available()) else "gloo"
     threads = threads_per_worker(local_world, backend)
     torch.set_num_threads(threads)
-    device = "cpu"
-    if backend == "nccl":
-        torch.cuda.set_device(local)
-        device = f"cuda:{local}"
-    dist.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=timeout_s))
+    device = _join_group(backend, local, timeout_s)
     return WorkerContext(rank, world, local, backend, device, threads, os.getpid())
 
 
