@@ -108,14 +108,6 @@ def check_quantize(quantize, number: str = "6.1",
         assert rel < 0.01, f"relative error {rel:.3g} on the 97 x 61 case; expected < 1 %."
 
 
-def reference_quantize(w):
-    """The reference answer of 6.1 (used by the tests)."""
-    torch = _torch()
-    amax = w.abs().amax(dim=1, keepdim=True)
-    scale = torch.where(amax > 0, amax / 127, torch.ones_like(amax))
-    return torch.round(w / scale).clamp(-127, 127).to(torch.int8), scale.squeeze(1)
-
-
 # --------------------------------------------------------------------------- 6.2 dynamic loss scaler
 
 class ReferenceScaler:

@@ -189,8 +189,8 @@ def round_to(x: torch.Tensor, fmt: str) -> torch.Tensor:
         rounded = (bits + 0x0FFF + lsb) & ~0x1FFF
         return rounded.view(torch.float32)
     if fmt == "int8":
-        s = x.abs().max().clamp(min=torch.finfo(torch.float32).tiny) / 127
-        return torch.round(x / s).clamp(-127, 127) * s
+        q, scale = int8_symmetric(x)
+        return q.float() * scale
     fi = formats()[fmt]
     dtype = getattr(torch, {"fp8_e4m3": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2"}.get(
         fmt, fi.torch_dtype))
@@ -320,19 +320,30 @@ def trained_classifier(hidden: int = 512, steps: int = 100, seed: int = 0,
 
 # --------------------------------------------------------------------------- INT8
 
+def to_int8(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """round(x / scale) saturated to -127..127 (symmetric: -128 is left out so that q and -q
+    both fit)."""
+    return torch.round(x.float() / scale).clamp(-127, 127).to(torch.int8)
+
+
+def int8_symmetric(x: torch.Tensor, dim: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Symmetric INT8: scale = max|x| / 127 over ``dim`` (None: the whole tensor), kept as a
+    broadcastable dimension; an all-zero slice gets scale 1. Returns (q, scale), x ≈ q * scale."""
+    x = x.float()
+    amax = x.abs().max() if dim is None else x.abs().amax(dim=dim, keepdim=True)
+    scale = torch.where(amax > 0, amax / 127, torch.ones_like(amax))
+    return to_int8(x, scale), scale
+
+
 def quantize_per_channel(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Symmetric INT8 with one scale per output channel (row): w ≈ q * scale[:, None]."""
-    amax = w.abs().amax(dim=1, keepdim=True).float()
-    scale = torch.where(amax > 0, amax / 127, torch.ones_like(amax))
-    q = torch.round(w.float() / scale).clamp(-127, 127).to(torch.int8)
+    q, scale = int8_symmetric(w, dim=1)
     return q, scale.squeeze(1)
 
 
 def quantize_per_tensor(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Symmetric INT8 with one scale for the whole tensor."""
-    amax = w.abs().max().float()
-    scale = amax / 127 if amax > 0 else torch.ones((), device=w.device)
-    return torch.round(w.float() / scale).clamp(-127, 127).to(torch.int8), scale
+    return int8_symmetric(w)
 
 
 def _pad_to(n: int, multiple: int) -> int:
@@ -390,10 +401,9 @@ class Int8Linear(torch.nn.Module):
             xf = F.pad(xf, (0, 0, 0, self.MIN_ROWS - rows))
         if self.mode == "static":
             xs = self.act_scale.expand(xf.shape[0], 1)
+            xq = to_int8(xf, xs)
         else:
-            amax = xf.abs().amax(dim=1, keepdim=True)
-            xs = torch.where(amax > 0, amax / 127, torch.ones_like(amax))
-        xq = torch.round(xf / xs).clamp(-127, 127).to(torch.int8)
+            xq, xs = int8_symmetric(xf, dim=1)
         acc = torch._int_mm(xq, self.qweight_t)  # INT32: no overflow for k < 2**31 / 127**2
         out = acc.float() * xs * self.scale
         out = out[:rows, :self.out_features] + self.bias
