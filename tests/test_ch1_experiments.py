@@ -172,3 +172,15 @@ def test_gpu_stride_figure_shows_every_coalesced_version():
     assert any(l.startswith("copy_v1_coalesced (measured") for l in labels)
     assert any(l.startswith("copy_v3_float4 (measured") for l in labels)
     assert "measured copy ceiling (4100 GB/s)" in labels
+
+
+def test_every_roofline_uses_the_same_minimum_work():
+    """Reads and writes once each: 12 bytes per fp32 add, 4 per summed float, 3 matrices."""
+    w = ch1.minimum_work(1000, 64)
+    assert w == {"vector add": (1000, 12000), "sum": (1000, 4000),
+                 "matmul": (2 * 64**3, 12 * 64 * 64)}
+    model = {p["name"]: p for p in ch1.gpu_roofline_model("H200", "bf16")["points"]}
+    n, m = ch1.GPU_MODEL_SIZES["vector add"], ch1.GPU_MODEL_SIZES["matmul"]
+    assert model["vector add"]["bytes"] == 6 * n and model[f"matmul {m}x{m}"]["flops"] == 2 * m**3
+    add = ch1._work("vector add", 4000, 64)
+    assert (add["flops"], add["dev_bytes"]) == w["vector add"]

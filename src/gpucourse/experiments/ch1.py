@@ -545,6 +545,16 @@ def precision_bandwidth(precision: str = "fp16", stride: int = 8, footprint_byte
 
 # =========================================================================== 3. transfer vs compute
 
+def minimum_work(n: int, m: int, elem_bytes: int = 4) -> dict[str, tuple[float, float]]:
+    """(FLOPs, bytes) each of the chapter's operations must do at least: a vector add of ``n``
+    elements (reads two, writes one), a sum of ``n`` (reads them once) and an ``m`` x ``m``
+    matmul (reads A and B once, writes C once; caches and tiling decide how close a kernel
+    gets to that)."""
+    return {"vector add": (float(n), 3.0 * elem_bytes * n),
+            "sum": (float(n), 1.0 * elem_bytes * n),
+            "matmul": (2.0 * m**3, 3.0 * elem_bytes * m * m)}
+
+
 def _work(op: str, nbytes: int, matmul_n: int, elem_bytes: int = 4) -> dict:
     """FLOPs, device bytes, bytes sent to the device and brought back, for one operation.
 
@@ -553,12 +563,14 @@ def _work(op: str, nbytes: int, matmul_n: int, elem_bytes: int = 4) -> dict:
     """
     if op == "vector add":
         n = nbytes // elem_bytes
-        return {"flops": float(n), "dev_bytes": 3.0 * nbytes, "input_bytes": nbytes,
+        flops, dev_bytes = minimum_work(n, 1, elem_bytes)[op]
+        return {"flops": flops, "dev_bytes": dev_bytes, "input_bytes": nbytes,
                 "up": 2 * nbytes, "down": nbytes, "size": n}
     if op == "matmul":
         m = int(matmul_n)
         b = m * m * elem_bytes
-        return {"flops": 2.0 * m**3, "dev_bytes": 3.0 * b, "input_bytes": b, "up": 2 * b,
+        flops, dev_bytes = minimum_work(1, m, elem_bytes)[op]
+        return {"flops": flops, "dev_bytes": dev_bytes, "input_bytes": b, "up": 2 * b,
                 "down": b, "size": m}
     raise ValueError(f"op {op!r} is not modelled here; use 'vector add' or 'matmul'.")
 
@@ -733,8 +745,10 @@ def cpu_roofline(ceilings: dict | None = None, n: int = 1 << 24, matmul_n: int =
     check.assert_close(z, x.astype(np.float64) @ y, rtol=1e-4, atol=1e-4, name="matmul")
     t_mm = bench.benchmark(np.matmul, x, y, out=z, label="matmul", min_time_s=min_time_s,
                            warmup_s=0.02, backend="cpu")
-    points = [_point("vector add", t_add, n, 12 * n, n), _point("sum (reduction)", t_sum, n, 4 * n, n),
-              _point(f"matmul {m}x{m}", t_mm, 2 * m**3, 12 * m * m, m)]
+    w = minimum_work(n, m)
+    points = [_point("vector add", t_add, *w["vector add"], n),
+              _point("sum (reduction)", t_sum, *w["sum"], n),
+              _point(f"matmul {m}x{m}", t_mm, *w["matmul"], m)]
     best_bw = max(p["bytes"] / p["seconds"] for p in points[:2])
     if best_bw > ceilings["bandwidth_Bps"]:
         ceilings["bandwidth_Bps"], ceilings["bandwidth_from"] = best_bw, "a roofline point"
@@ -752,8 +766,9 @@ def gpu_roofline_model(gpu: str | None = None, precision: str = "fp32") -> dict:
     spec = _spec(gpu)
     e = models.DTYPE_BYTES.get(precision, 4) if precision != "tf32" else 4
     n, m = GPU_MODEL_SIZES["vector add"], GPU_MODEL_SIZES["matmul"]
-    work = [("vector add", n, 3 * e * n), ("sum (reduction)", n, e * n),
-            (f"matmul {m}x{m}", 2 * m**3, 3 * e * m * m)]
+    w = minimum_work(n, m, e)
+    work = [("vector add", *w["vector add"]), ("sum (reduction)", *w["sum"]),
+            (f"matmul {m}x{m}", *w["matmul"])]
     points = []
     for name, flops, nbytes in work:
         r = models.roofline(flops, nbytes, spec, precision)
@@ -825,9 +840,10 @@ def gpu_roofline(n: int | None = None, matmul_n: int = 8192, min_time_s: float =
         peak, src = spec.peak_flops("fp32"), spec.source
     except Exception:
         peak, src = None, ""
-    points = [_point(f"vector add ({vname})", t_add, n, 12 * n, n),
-              _point(f"reduction ({rname})", t_sum, n, 4 * n, n),
-              _point(f"matmul {m}x{m} (cuBLAS)", t_mm, 2 * m**3, 12 * m * m, m)]
+    w = minimum_work(n, m)
+    points = [_point(f"vector add ({vname})", t_add, *w["vector add"], n),
+              _point(f"reduction ({rname})", t_sum, *w["sum"], n),
+              _point(f"matmul {m}x{m} (cuBLAS)", t_mm, *w["matmul"], m)]
     ceilings = {"bandwidth_Bps": ceiling.gbps * 1e9, "copy_gbps": ceiling.gbps,
                 "peak_flops": peak or points[2]["rate"], "peak_source": src or "best measured"}
     best_bw = max(p["bytes"] / p["seconds"] for p in points[:2])
