@@ -19,7 +19,7 @@ pytestmark = pytest.mark.skipif(gc.device.is_cuda(), reason="CPU-path tests")
 def test_every_matmul_version_is_right_on_the_emulator():
     table = ch5.check_matmul()
     assert len(table.rows) == len(ch5.CHECK_SHAPES)
-    assert table.header[1:] == [v.replace("matmul_", "") for v in ch5.MATMUL_VERSIONS]
+    assert table.columns[1:] == [v.replace("matmul_", "") for v in ch5.MATMUL_VERSIONS]
 
 
 def test_matmul_versions_pass_the_race_check():
@@ -251,7 +251,7 @@ def test_reference_data_is_drawn_and_labelled(tmp_path, monkeypatch):
     res = ch5.sgemm_ladder()
     assert res["source"] == "reference" and res["reference"][0]["gpu"] == "NVIDIA H200"
     table = ch5.sgemm_summary(res)
-    assert table.rows[-2][1] == "matmul_v6_vectorized" and table.rows[-2][3] == "80.0%"
+    assert table[-2]["version"] == "matmul_v6_vectorized" and table[-2]["% of cuBLAS"] == "80.0%"
     fig = p5.sgemm_figure(res)
     assert "reference" in fig.axes[0].get_title()
     refs = ch5.reference_for()

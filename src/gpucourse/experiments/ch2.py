@@ -17,6 +17,7 @@ import tracemalloc
 import numpy as np
 
 from .. import bench, check, device, models, reference, specs
+from ..display import Table
 from ..check import ch2 as _probes
 from ..errors import DeviceError, LaunchError, PrecisionError
 
@@ -163,7 +164,7 @@ def transfer_sweep(sizes=None, gpu=None, min_time_s: float = 0.1, progress=None,
     return out
 
 
-def transfer_table(sweep: dict, sizes=(4 * 2**10, 256 * 2**10, 4 * MiB, 64 * MiB)) -> "Table":
+def transfer_table(sweep: dict, sizes=(4 * 2**10, 256 * 2**10, 4 * MiB, 64 * MiB)) -> Table:
     """Pageable and pinned GB/s and their ratio at a few sizes: measured if the sweep was
     measured, else the model."""
     measured = bool(sweep["series"])
@@ -209,7 +210,7 @@ def transfer_at(nbytes: int, gpu=None, min_time_s: float = 0.05) -> dict:
     return out
 
 
-def zero_copy_model(nbytes: int = 256 * MiB, reads=(1, 2, 4, 16), gpu=None) -> "Table":
+def zero_copy_model(nbytes: int = 256 * MiB, reads=(1, 2, 4, 16), gpu=None) -> Table:
     """Model: a kernel reads ``nbytes`` ``k`` times, either straight from pinned host memory
     over the link (zero-copy) or after one copy into device memory.
 
@@ -226,33 +227,6 @@ def zero_copy_model(nbytes: int = 256 * MiB, reads=(1, 2, 4, 16), gpu=None) -> "
         rows.append({"reads": k, "zero-copy (ms)": zero * 1e3, "copy, then read (ms)": copied * 1e3,
                      "better": "zero-copy" if zero < copied else "copy first"})
     return rows
-
-
-class Table(list):
-    """Rows of dicts that render as an HTML table in a notebook (labelled ``caption``)."""
-
-    def __init__(self, rows, caption: str = ""):
-        super().__init__(rows)
-        self.caption = caption
-
-    def _repr_html_(self) -> str:
-        import html as _html
-
-        if not self:
-            return "<p>no rows</p>"
-        keys = list(self[0])
-
-        def cell(v):
-            return f"{v:.4g}" if isinstance(v, float) else _html.escape(str(v))
-
-        head = "".join(f"<th>{_html.escape(k)}</th>" for k in keys)
-        body = "".join("<tr>" + "".join(f"<td>{cell(r.get(k, ''))}</td>" for k in keys) + "</tr>"
-                       for r in self)
-        cap = f"<caption>{_html.escape(self.caption)}</caption>" if self.caption else ""
-        return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-    def __str__(self) -> str:
-        return "\n".join([self.caption] + [str(r) for r in self])
 
 
 # --------------------------------------------------------------------------- 2. training loops
@@ -872,7 +846,7 @@ class ToyCachingAllocator:
         self.free.clear()
 
 
-def allocation_table(result: dict) -> "Table":
+def allocation_table(result: dict) -> Table:
     """Allocations per call of each CPU version: torch tensors with new storage (counted with a
     TorchFunctionMode), NumPy bytes at peak (tracemalloc) in arrays of the input's size."""
     n_bytes = 4 * result["n"]
@@ -1039,7 +1013,7 @@ def footprint_pair(dtype: str = "bf16", master_weights: bool = True, batch: int 
     return rows
 
 
-def largest_batches(budget_bytes: int = 64 * MiB, widths=FOOTPRINT_WIDTHS) -> "Table":
+def largest_batches(budget_bytes: int = 64 * MiB, widths=FOOTPRINT_WIDTHS) -> Table:
     """Largest batch whose training footprint fits ``budget_bytes``, by precision (model)."""
     rows = Table([], caption=f"model: largest batch of the MLP {'-'.join(map(str, widths))} with "
                              f"Adam in {budget_bytes / MiB:g} MiB")

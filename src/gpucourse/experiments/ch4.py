@@ -9,12 +9,12 @@ measurements taken on real GPUs (``gpucourse.reference``, key ``"ch4"``).
 """
 from __future__ import annotations
 
-import html
 import math
 
 import numpy as np
 
 from .. import bench, check, device, models, reference, specs
+from ..display import Table
 from ..errors import DeviceError
 from ..models import ceil_div
 
@@ -30,29 +30,6 @@ WARP = 32
 
 
 # --------------------------------------------------------------------------- helpers
-
-class Table:
-    """Rows of (label, value) that show as an HTML table in a notebook and as text elsewhere."""
-
-    def __init__(self, rows, caption: str = ""):
-        self.rows = [(str(k), str(v)) for k, v in rows]
-        self.caption = caption
-
-    def __str__(self) -> str:
-        width = max((len(k) for k, _ in self.rows), default=0)
-        head = [self.caption] if self.caption else []
-        return "\n".join(head + [f"{k:<{width}}  {v}" for k, v in self.rows])
-
-    __repr__ = __str__
-
-    def _repr_html_(self) -> str:
-        cap = f"<caption style='text-align:left'>{html.escape(self.caption)}</caption>" \
-            if self.caption else ""
-        body = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
-                       f"<td style='text-align:left'>{html.escape(v)}</td></tr>"
-                       for k, v in self.rows)
-        return f"<table>{cap}{body}</table>"
-
 
 def on_gpu() -> bool:
     """True when kernels run on a real GPU (CuPy works and the backend is cuda)."""
@@ -288,7 +265,7 @@ def sweep_table(sweep: dict) -> Table:
         if meas:
             text += f", measured {meas['gbps'][i]:,.0f} GB/s"
         rows.append((f"block {b}", text))
-    return Table(rows, caption=f"saxpy on {sweep['n']:,} elements; models for {sweep['gpu']} "
+    return Table.pairs(rows, caption=f"saxpy on {sweep['n']:,} elements; models for {sweep['gpu']} "
                                f"at {sweep['regs_per_thread']} registers/thread "
                                f"({sweep['regs_source']})")
 
@@ -894,7 +871,7 @@ def reduce_counts(n: int, gpu=None) -> Table:
         barriers = {"reduce_v1": 0, "reduce_v2": int(math.log2(block)) + 1}.get(v[:9], 1)
         rows.append((v, f"{grid:,} blocks of {block}, {ceil_div(n, grid * block)} element(s) "
                         f"per thread, {atomics:,} global atomics, {barriers} barrier(s) per block"))
-    return Table(rows, caption=f"Launch shape of each rung for n = {n:,} on {spec.name} (counted)")
+    return Table.pairs(rows, caption=f"Launch shape of each rung for n = {n:,} on {spec.name} (counted)")
 
 
 # --------------------------------------------------------------------------- headless + GPU check

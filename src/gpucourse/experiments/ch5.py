@@ -12,12 +12,12 @@ figures come from labelled models or reference measurements (``gpucourse.referen
 from __future__ import annotations
 
 import contextlib
-import html
 import time
 
 import numpy as np
 
 from .. import bench, check, device, models, reference, specs
+from ..display import Note, Table
 from ..errors import DeviceError, PrecisionError
 from ..models import ceil_div
 
@@ -27,33 +27,6 @@ DEFAULT_GPU = specs.DEFAULT_GPU
 
 
 # --------------------------------------------------------------------------- helpers
-
-class Table:
-    """Rows with a header, shown as an HTML table in a notebook and as text elsewhere."""
-
-    def __init__(self, header, rows, caption: str = ""):
-        self.header = [str(h) for h in header]
-        self.rows = [[str(v) for v in r] for r in rows]
-        self.caption = caption
-
-    def __str__(self) -> str:
-        cols = [self.header] + self.rows
-        widths = [max(len(r[i]) for r in cols) for i in range(len(self.header))]
-        lines = [self.caption] if self.caption else []
-        for r in cols:
-            lines.append("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
-        return "\n".join(lines)
-
-    __repr__ = __str__
-
-    def _repr_html_(self) -> str:
-        cap = (f"<caption style='text-align:left'>{html.escape(self.caption)}</caption>"
-               if self.caption else "")
-        head = "".join(f"<th>{html.escape(h)}</th>" for h in self.header)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in r) + "</tr>"
-                       for r in self.rows)
-        return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
 
 def on_gpu() -> bool:
     """True when CUDA C kernels run on a real GPU (the backend is cuda and CuPy works)."""
@@ -102,13 +75,6 @@ def _fp32_math(tf32: bool = False):
     return device.tf32(tf32)
 
 
-class Note(str):
-    """A sentence that shows as text in a notebook (e.g. why there are no numbers)."""
-
-    def _repr_markdown_(self) -> str:
-        return f"*{self}*"
-
-
 def kernel_source(name: str, file: str = "matmul"):
     """The source of one ``__global__`` function of a course kernel file."""
     from .. import kernels
@@ -144,7 +110,7 @@ def library_table() -> Table:
                  ["cupy.ElementwiseKernel / RawKernel", "your own CUDA C, compiled by NVRTC", cp.__version__]]
     else:
         rows.append(["cupy.*, cupyx.scipy.sparse", "cuBLAS, cuSPARSE (needs a GPU and CuPy)", "not here"])
-    return Table(["call", "runs in", "version / device"], rows,
+    return Table.from_lists(["call", "runs in", "version / device"], rows,
                  caption=f"Libraries behind the calls on this machine ({device.describe().short_name})")
 
 
@@ -158,7 +124,7 @@ def peak_table(gpu=None) -> Table:
         unit = "CUDA cores" if p == "fp32" else "tensor cores"
         rows.append([p, f"{v:g}" if v else "none", unit if v else "–",
                      f"{v / fp32:.1f}×" if v and fp32 else "–"])
-    return Table(["precision", "peak TFLOP/s (dense)", "units", "vs FP32"], rows,
+    return Table.from_lists(["precision", "peak TFLOP/s (dense)", "units", "vs FP32"], rows,
                  caption=f"{spec.name}, datasheet ({spec.source})")
 
 
@@ -310,7 +276,7 @@ def check_matmul(versions=MATMUL_VERSIONS, shapes=CHECK_SHAPES, seed: int = 0,
             errs.append(float(np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-300)))
         rows.append([f"{M}×{N}×{K}"] + [f"{e:.1e}" for e in errs])
     where = "the CPU emulator" if module.backend == "cpu" else "the GPU"
-    return Table(["M×N×K"] + [v.replace("matmul_", "") for v in versions], rows,
+    return Table.from_lists(["M×N×K"] + [v.replace("matmul_", "") for v in versions], rows,
                  caption=f"Relative error ‖C − C_ref‖/‖C_ref‖ against float64, on {where}: all pass")
 
 
@@ -385,7 +351,7 @@ def sgemm_summary(result: dict) -> "Table | Note":
         ts = result["timings"]
         rows = [[t.label, f"{t.gflops:,.0f}", f"{100 * t.gflops / result['cublas_gflops']:.1f}%"]
                 for t in ts]
-        return Table(["version", "GFLOP/s", "% of cuBLAS"], rows,
+        return Table.from_lists(["version", "GFLOP/s", "% of cuBLAS"], rows,
                      caption=f"SGEMM at {result['n']}³ on {result['device']} (measured now)")
     if not result.get("reference"):
         return Note(result.get("note") or no_reference_note("the SGEMM ladder"))
@@ -394,7 +360,7 @@ def sgemm_summary(result: dict) -> "Table | Note":
         v = r["value"]
         for label, g in zip(v["labels"], v["gflops"]):
             rows.append([r["gpu"], label, f"{g:,.0f}", f"{100 * g / v['cublas_gflops']:.1f}%"])
-    return Table(["GPU", "version", "GFLOP/s", "% of cuBLAS"], rows,
+    return Table.from_lists(["GPU", "version", "GFLOP/s", "% of cuBLAS"], rows,
                  caption="SGEMM reference measurements" if rows else result.get("note", ""))
 
 
@@ -670,7 +636,7 @@ def cudnn_table(result: dict) -> Table:
     rows = [[r["shape"], f"{r['first_call_off_s'] * 1e3:.1f} / {r['first_call_on_s'] * 1e3:.1f}",
              f"{r['steady_off_s'] * 1e3:.3f} / {r['steady_on_s'] * 1e3:.3f}", f"{r['speedup']:.2f}×"]
             for r in result["rows"]]
-    return Table(["layer", "first call ms (off / on)", "steady ms (off / on)", "on vs off"], rows,
+    return Table.from_lists(["layer", "first call ms (off / on)", "steady ms (off / on)", "on vs off"], rows,
                  caption=f"cudnn.benchmark on {result['device']} (measured now)")
 
 
@@ -972,7 +938,7 @@ def fusion_table(result: dict) -> Table:
     cap = f"{result['chain']} on {result['n']:,} float32 values, {result['device']}"
     if result.get("compile_s") is not None:
         cap += f"; torch.compile's first call took {result['compile_s']:.1f} s"
-    return Table(["version", "MB moved (counted)", "ms (median)", "GB/s (counted MB / time)",
+    return Table.from_lists(["version", "MB moved (counted)", "ms (median)", "GB/s (counted MB / time)",
                   "speed-up vs 5 ops into one buffer"], rows,
                  caption=cap)
 
@@ -1113,7 +1079,7 @@ def precision_table(result: dict) -> Table:
                      f"{t.meta.get('rel_err', float('nan')):.1e}"])
     for p, why in result["skipped"].items():
         rows.append([p, "not run", "–", "–", why])
-    return Table(["precision", "TFLOP/s", "peak (datasheet)", "% of peak", "rel. error"], rows,
+    return Table.from_lists(["precision", "TFLOP/s", "peak (datasheet)", "% of peak", "rel. error"], rows,
                  caption=f"{result['n']}³ matmul on {result['device']} (measured now)")
 
 

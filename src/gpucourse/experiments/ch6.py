@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
-import html
 import math
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -28,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import bench, check, device, models, reference, specs
+from ..display import Table
 from ..check.ch6 import ReferenceScaler
 from ..check.ch6 import _expected_choice as _precision_rule
 from ..errors import DeviceError, PrecisionError
@@ -45,42 +45,7 @@ LOSS_MATCH_RTOL = 0.01
 
 # --------------------------------------------------------------------------- helpers
 
-class Table:
-    """Rows of dicts that show as an HTML table in a notebook and as text elsewhere."""
 
-    def __init__(self, rows: list[dict], caption: str = ""):
-        self.rows, self.caption = rows, caption
-
-    def __str__(self) -> str:
-        if not self.rows:
-            return self.caption
-        cols = list(self.rows[0])
-        widths = {c: max(len(c), *(len(_fmt(r[c])) for r in self.rows)) for c in cols}
-        lines = [self.caption] if self.caption else []
-        lines.append("  ".join(f"{c:<{widths[c]}}" for c in cols))
-        lines += ["  ".join(f"{_fmt(r[c]):<{widths[c]}}" for c in cols) for r in self.rows]
-        return "\n".join(lines)
-
-    __repr__ = __str__
-
-    def _repr_html_(self) -> str:
-        if not self.rows:
-            return f"<p>{html.escape(self.caption)}</p>"
-        cols = list(self.rows[0])
-        head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(_fmt(r[c]))}</td>" for c in cols)
-                       + "</tr>" for r in self.rows)
-        cap = f"<caption style='text-align:left'>{html.escape(self.caption)}</caption>" \
-            if self.caption else ""
-        return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def _fmt(v) -> str:
-    if isinstance(v, float):
-        if v == 0 or not math.isfinite(v):
-            return str(v)
-        return f"{v:.3g}" if 1e-3 <= abs(v) < 1e5 else f"{v:.2e}"
-    return "" if v is None else str(v)
 
 
 def torch_device() -> str:

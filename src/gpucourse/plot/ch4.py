@@ -5,6 +5,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..bench import Timing, Timings
+from ..display import Note
 from . import (CEILING, MEASURED, MODEL, NAIVE, OPTIMIZED, PALETTE, REFERENCE, ladder,
                new_figure, sweep, timeline, title)
 
@@ -275,19 +276,6 @@ def reduction_figure(result: dict) -> Figure:
                   ceiling_label="copy on this CPU (measured)", ceiling_name="copy",
                   title_text=f"Library sums of {result['n']:,} floats on this CPU",
                   device=result["device"])
-
-
-class Note:
-    """A sentence shown in place of a figure when there is nothing honest to draw."""
-
-    def __init__(self, text: str):
-        self.text = text
-
-    def __repr__(self) -> str:
-        return self.text
-
-    def _repr_markdown_(self) -> str:
-        return f"*{self.text}*"
 
 
 def reduction_reference_figure(result: dict):
