@@ -119,3 +119,24 @@ def test_assert_close_takes_bfloat16_tensors():
     check.assert_close(x.to(torch.bfloat16), x)  # bf16 tolerance
     with pytest.raises(AssertionError):
         check.assert_close(x.to(torch.bfloat16), x + 1)
+
+
+def test_learner_kernel_says_what_to_write_and_runs_isolated():
+    import numpy as np
+
+    from gpucourse import check
+
+    with pytest.raises(AssertionError, match="as a string with an `extern \"C\" __global__ void twice"):
+        check.learner_kernel(None, "twice.cu", "twice")
+    other = 'extern "C" __global__ void thrice(float* y, int n) { }'
+    with pytest.raises(AssertionError, match="must define .*twice.*it defines thrice"):
+        check.learner_kernel(other, "twice.cu", "twice")
+    src = ('extern "C" __global__ void twice(float* y, int n) {\n'
+           '  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  y[i] *= 2.0f;\n}\n')  # no bounds check
+    k = check.learner_kernel(src, "twice.cu", "twice")
+    y = check.random_array(64, np.float32, seed=3)
+    want = 2 * y
+    check.run_learner_kernel(k, (2,), (32,), (y, np.int32(64)), "n=64")
+    assert np.array_equal(y, want)
+    with pytest.raises(AssertionError, match="^n=5: "):
+        check.run_learner_kernel(k, (1,), (1 << 20,), (y, np.int32(5)), "n=5")

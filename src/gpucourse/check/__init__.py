@@ -169,6 +169,42 @@ class Exercise:
         return False
 
 
+def learner_module(source, file_name: str, kernel: str, defines=None):
+    """The learner's CUDA C built for the emulator, with ``kernel`` in it.
+
+    A source that is not a string or lacks the kernel is an AssertionError saying what to
+    write; a compile error stays the emulator's CompileError (it names the line to fix).
+    """
+    from .. import kernels
+
+    wanted = f"`extern \"C\" __global__ void {kernel}(...)`"
+    if not isinstance(source, str) or "__global__" not in source:
+        raise AssertionError(f"give the CUDA C source as a string with an {wanted} kernel in it.")
+    module = kernels.from_source(source, defines, name=file_name, backend="cpu")
+    if kernel not in module.names:
+        raise AssertionError(f"the source must define {wanted}; "
+                             f"it defines {', '.join(module.names) or 'no kernel'}.")
+    return module
+
+
+def learner_kernel(source, file_name: str, kernel: str, defines=None):
+    """:func:`learner_module`'s ``kernel``."""
+    return getattr(learner_module(source, file_name, kernel, defines), kernel)
+
+
+def run_learner_kernel(kernel, grid, block, args, what: str, *, race_check: bool = False,
+                       isolate: bool = True, timeout_s: float = 20.0) -> None:
+    """Launch a learner kernel on the emulator, by default in a child process (a crash or an
+    endless loop fails the check instead of killing the notebook); a crash, hang or race
+    becomes an AssertionError that starts with ``what``."""
+    from ..errors import CourseError
+
+    try:
+        kernel(grid, block, args, race_check=race_check, isolate=isolate, timeout=timeout_s)
+    except CourseError as exc:
+        raise AssertionError(f"{what}: {exc}") from None
+
+
 def success_line(number: str, title: str = "") -> str:
     return f"Exercise {number} passed" + (f": {title}." if title else ".")
 

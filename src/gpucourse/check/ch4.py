@@ -14,37 +14,10 @@ import numpy as np
 from .. import models, specs
 from ..emulator.source import strip_comments
 from ..models import ceil_div
-from . import Exercise, random_array, rng
+from . import Exercise, learner_kernel, learner_module, random_array, rng, run_learner_kernel
 
 NBINS = 256
 WARP = 32
-
-
-def _compile(source: str, name: str, defines=None):
-    """The learner's source built for the emulator (a compile error is the learner's to fix)."""
-    from .. import kernels
-
-    if not isinstance(source, str) or "__global__" not in source:
-        raise AssertionError("give the CUDA C source as a string with an "
-                             "`extern \"C\" __global__ void ...` kernel in it.")
-    return kernels.from_source(source, defines, name=name, backend="cpu")
-
-
-def _kernel(module, name: str):
-    if name not in module.names:
-        raise AssertionError(f"the source must define `extern \"C\" __global__ void {name}(...)`; "
-                             f"it defines {', '.join(module.names) or 'no kernel'}.")
-    return getattr(module, name)
-
-
-def _launch(kernel, grid, block, args, race_check: bool = False, what: str = ""):
-    """Run on the emulator in a child process; turn a crash, a hang or a race into an AssertionError."""
-    from ..errors import CourseError
-
-    try:
-        kernel((grid,), (block,), args, race_check=race_check, isolate=True, timeout=20.0)
-    except CourseError as exc:
-        raise AssertionError(f"{what}: {exc}") from None
 
 
 def _code(source: str) -> str:
@@ -163,14 +136,14 @@ def check_no_divergence(source: str, number: str = "4.2",
         assert not re.search(r"__device__[^;{]*\bbranch_[ab]\s*\(", code), \
             "do not define branch_a or branch_b yourself: the checker provides them."
         k = 5
-        real = _kernel(_compile(BRANCHES + source, "no_divergence.cu"), "no_divergence")
+        real = learner_kernel(BRANCHES + source, "no_divergence.cu", "no_divergence")
         for n in (1, 63, 64, 65, 1000 + 3, 4099):
             x = random_array(n, np.float32, seed=n, kind="uniform")
             want = _branch_reference(x, k)
             for block in (64, 128, 256):
                 y = np.full(n, np.nan, np.float32)
-                _launch(real, divergence_grid(n, block), block, (x, y, np.int32(n), np.int32(k)),
-                        what=f"n={n}, block {block}")
+                run_learner_kernel(real, (divergence_grid(n, block),), (block,),
+                                   (x, y, np.int32(n), np.int32(k)), what=f"n={n}, block {block}")
                 bad = np.flatnonzero(~np.isclose(y, want, rtol=1e-5, atol=1e-5))
                 if bad.size:
                     i = int(bad[0])
@@ -178,8 +151,9 @@ def check_no_divergence(source: str, number: str = "4.2",
                         f"n={n}, block {block}: {bad.size} of {n} elements are wrong; y[{i}] = "
                         f"{y[i]!r}, expected {want[i]:.6g} (branch {'a' if i % 2 == 0 else 'b'})"
                         + (" and was never written" if np.isnan(y[i]) else "") + ".")
-        traced_mod = _compile(TRACED_BRANCHES + source + TRACE_READER, "no_divergence_traced.cu")
-        traced = _kernel(traced_mod, "no_divergence")
+        traced_mod = learner_module(TRACED_BRANCHES + source + TRACE_READER,
+                                    "no_divergence_traced.cu", "no_divergence")
+        traced = traced_mod.no_divergence
         calls = np.zeros(2, np.uint32)
         traced_mod.gc_read_branch_calls((1,), (32,), (calls,))  # clear the counters
         n, block = 1000 + 3, 128
@@ -216,7 +190,7 @@ def check_warp_reduce(source: str, number: str = "4.3",
         assert re.search(r"__shfl_(down|xor)_sync", code), (
             "sum inside each warp with __shfl_down_sync (or __shfl_xor_sync): that is the "
             "point of the exercise.")
-        kern = _kernel(_compile(source, "warp_reduce.cu"), "warp_reduce")
+        kern = learner_kernel(source, "warp_reduce.cu", "warp_reduce")
         for n in (1, 31, 32, 33, 100, 1000 + 1, 65_537):
             x = random_array(n, np.float32, seed=3 * n)
             want = float(np.sum(x.astype(np.float64)))
@@ -225,8 +199,8 @@ def check_warp_reduce(source: str, number: str = "4.3",
                 if n > 4099 and block < 256:
                     continue  # large sizes at the big blocks only: the emulator is not a GPU
                 out = np.zeros(1, np.float32)
-                _launch(kern, ceil_div(n, block), block, (x, out, np.int32(n)), race_check=True,
-                        what=f"n={n}, block {block}")
+                run_learner_kernel(kern, (ceil_div(n, block),), (block,), (x, out, np.int32(n)),
+                                   race_check=True, what=f"n={n}, block {block}")
                 got = float(out[0])
                 # float32 sums in another order: a few ulps of the sum of magnitudes.
                 tol = 2e-6 * scale + 1e-6
@@ -251,8 +225,8 @@ def check_private_histogram(source: str, number: str = "4.4",
             "use atomicAdd both for the shared bins (several threads of a block hit the same "
             "bin at once) and when adding a block's bins to the global ones (blocks run at once); "
             "a plain += loses counts on a GPU even when it happens to work here.")
-        kern = _kernel(_compile(source, "histogram_private.cu", defines={"NBINS": NBINS}),
-                       "histogram_private")
+        kern = learner_kernel(source, "histogram_private.cu", "histogram_private",
+                              defines={"NBINS": NBINS})
         cases = [(1, 1.0), (33, 0.0), (4099, 1.0), (4099, 0.0), (300_007, 1.0)]
         for n, skew in cases:
             g = rng(n)
@@ -263,8 +237,9 @@ def check_private_histogram(source: str, number: str = "4.4",
             launches = [(2, 64), (3, 100), (ceil_div(n, 256), 256)] if n < 10_000 else [(2, 256)]
             for grid, block in launches:
                 bins = np.zeros(NBINS, np.uint32)
-                _launch(kern, grid, block, (data, bins, np.int32(n)), race_check=True,
-                        what=f"{'skewed' if skew else 'uniform'} n={n}, grid {grid}, block {block}")
+                run_learner_kernel(kern, (grid,), (block,), (data, bins, np.int32(n)),
+                                   race_check=True, what=f"{'skewed' if skew else 'uniform'} "
+                                                         f"n={n}, grid {grid}, block {block}")
                 bad = np.flatnonzero(bins != want)
                 if bad.size:
                     b = int(bad[0])

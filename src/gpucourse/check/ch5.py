@@ -8,33 +8,18 @@ check shows up there). Each checker prints one line when the answer is right.
 """
 from __future__ import annotations
 
-import re
 from typing import Callable
 
 import numpy as np
 
 from .. import specs
 from ..emulator.source import strip_comments
-from ..errors import CourseError, PrecisionError
+from ..errors import PrecisionError
 from ..models import ceil_div
-from . import Exercise, assert_close, random_array, rng
+from . import Exercise, assert_close, learner_kernel, random_array, run_learner_kernel
 
 # A value no correct kernel writes: the padding after an output must still hold it.
 SENTINEL = np.float32(-12345.5)
-
-
-def _compile(source: str, name: str, kernel: str, defines=None):
-    """The learner's kernel built for the emulator (a compile error is the learner's to fix)."""
-    from .. import kernels
-
-    if not isinstance(source, str) or "__global__" not in source:
-        raise AssertionError("give the CUDA C source as a string with an "
-                             f"`extern \"C\" __global__ void {kernel}(...)` kernel in it.")
-    module = kernels.from_source(source, defines, name=name, backend="cpu")
-    if kernel not in module.names:
-        raise AssertionError(f"the source must define `extern \"C\" __global__ void {kernel}(...)`; "
-                             f"it defines {', '.join(module.names) or 'no kernel'}.")
-    return getattr(module, kernel)
 
 
 def _padded(shape, pad: int) -> tuple[np.ndarray, np.ndarray]:
@@ -51,13 +36,6 @@ def _nan_tailed(a: np.ndarray, pad: int) -> np.ndarray:
     buf = np.full(a.size + pad, np.nan, dtype=a.dtype)
     buf[:a.size] = a.reshape(-1)
     return buf[:a.size].reshape(a.shape)
-
-
-def _launch(kernel, grid, block, args, what: str, *, race_check: bool, isolate: bool):
-    try:
-        kernel(grid, block, args, race_check=race_check, isolate=isolate, timeout=20.0)
-    except CourseError as exc:
-        raise AssertionError(f"{what}: {exc}") from None
 
 
 # --------------------------------------------------------------------------- 5.1 tiled matmul
@@ -79,8 +57,8 @@ def _right_at_whole_tiles(kern, tile: int, seed: int) -> bool:
     B = _nan_tailed(random_array((n, n), seed=seed + 1), pad)
     C = _padded((n, n), pad)[1]
     grid, block = tiled_launch(n, n, tile)
-    _launch(kern, grid, block, (A, B, C, np.int32(n), np.int32(n), np.int32(n)),
-            f"M=N=K={n}", race_check=False, isolate=True)
+    run_learner_kernel(kern, grid, block, (A, B, C, np.int32(n), np.int32(n), np.int32(n)),
+                       f"M=N=K={n}")
     ref = A.astype(np.float64) @ B.astype(np.float64)
     return bool(np.allclose(C, ref, rtol=1e-4, atol=2e-6 * n * float(np.abs(A).max() * np.abs(B).max())))
 
@@ -109,7 +87,7 @@ def check_tiled_matmul(source: str, tile: int = 16, number: str = "5.1",
         if "__syncthreads" not in code:
             raise AssertionError("threads read tile elements that other threads loaded: put a "
                                  "`__syncthreads()` after loading a tile and another after using it.")
-        kern = _compile(source, "matmul_tiled.cu", TILED_KERNEL, {"TILE": tile})
+        kern = learner_kernel(source, "matmul_tiled.cu", TILED_KERNEL, {"TILE": tile})
         for i, (M, N, K) in enumerate(TILED_SHAPES):
             A = random_array((M, K), seed=seed + 2 * i)
             B = random_array((K, N), seed=seed + 2 * i + 1)
@@ -124,7 +102,7 @@ def check_tiled_matmul(source: str, tile: int = 16, number: str = "5.1",
             A, B = _nan_tailed(A, pad), _nan_tailed(B, pad)
             C = _padded((M, N), pad)[1]
             args = (A, B, C, np.int32(M), np.int32(N), np.int32(K))
-            _launch(kern, grid, block, args, what, race_check=False, isolate=True)
+            run_learner_kernel(kern, grid, block, args, what)
             ok = np.isclose(C, ref, rtol=rtol, atol=atol)
             if not ok.all():
                 ragged = any(v % tile for v in (M, N, K))
@@ -132,20 +110,21 @@ def check_tiled_matmul(source: str, tile: int = 16, number: str = "5.1",
                     hint = BOUNDS_HINT
                 else:  # wrong at whole tiles too: a race is the usual cause
                     C3 = _padded((M, N), pad)[1]
-                    _launch(kern, grid, block, (A, B, C3, np.int32(M), np.int32(N), np.int32(K)),
-                            what, race_check=True, isolate=True)
+                    run_learner_kernel(kern, grid, block,
+                                       (A, B, C3, np.int32(M), np.int32(N), np.int32(K)), what,
+                                       race_check=True)
                     hint = NAN_HINT if np.isnan(C).any() else ""
                 try:
                     assert_close(C, ref, rtol=rtol, atol=atol, name=f"C at {what}")
                 except AssertionError as exc:
                     raise AssertionError(f"{exc}\n{hint}".rstrip()) from None
             # Right in one thread order; the same in reversed and shuffled orders?
-            _launch(kern, grid, block, args, what, race_check=True, isolate=True)
+            run_learner_kernel(kern, grid, block, args, what, race_check=True)
             # Once more in this process, with A, B and C at the start of longer buffers: NaN
             # after A and B poisons any read past their ends, C's tail must stay untouched.
             buf, C2 = _padded((M, N), pad)
-            _launch(kern, grid, block, (A, B, C2, np.int32(M), np.int32(N), np.int32(K)), what,
-                    race_check=False, isolate=False)
+            run_learner_kernel(kern, grid, block, (A, B, C2, np.int32(M), np.int32(N), np.int32(K)),
+                               what, isolate=False)
             if not (buf[M * N:] == SENTINEL).all():
                 raise AssertionError(f"at {what} the kernel wrote past the end of C: store only "
                                      "when row < M and col < N.")
@@ -199,7 +178,7 @@ def check_fused_chain(source: str, traffic: Callable, number: str = "5.2",
                     hint = " Count bytes, not elements: a float32 is 4 bytes."
                 raise AssertionError(f"traffic({n}) = {tuple(got)}, but five separate passes move "
                                      f"{want[0]} bytes and one fused pass {want[1]}.{hint}")
-        kern = _compile(source, "fused_chain.cu", FUSED_KERNEL)
+        kern = learner_kernel(source, "fused_chain.cu", FUSED_KERNEL)
         for i, n in enumerate(FUSED_SIZES):
             pad = FUSED_BLOCK + 64  # stray accesses land in buffers the checker owns
             x = _nan_tailed(random_array(n, seed=seed + i, kind="normal"), pad)  # both signs
@@ -207,13 +186,13 @@ def check_fused_chain(source: str, traffic: Callable, number: str = "5.2",
             grid, block = fused_launch(n)
             what = f"n={n} (grid {grid[0]}, block {block[0]})"
             y = _padded((n,), pad)[1]
-            _launch(kern, grid, block, (x, y, np.int32(n)), what, race_check=False, isolate=True)
+            run_learner_kernel(kern, grid, block, (x, y, np.int32(n)), what)
             if np.isnan(y).any():
                 raise AssertionError(f"at {what}, {int(np.isnan(y).sum())} of {n} outputs were never "
                                      "written: compute i = blockIdx.x * blockDim.x + threadIdx.x.")
             assert_close(y, ref, rtol=1e-5, atol=1e-5, name=f"y at {what}")
             buf, y2 = _padded((n,), pad)
-            _launch(kern, grid, block, (x, y2, np.int32(n)), what, race_check=False, isolate=False)
+            run_learner_kernel(kern, grid, block, (x, y2, np.int32(n)), what, isolate=False)
             if not (buf[n:] == SENTINEL).all():
                 raise AssertionError(f"at {what} the kernel wrote past the end of y: the last block "
                                      "has threads with i >= n; guard with `if (i < n)`.")
