@@ -156,8 +156,8 @@ def test_reference_summary_reads_old_and_new_check_shapes(tmp_path, monkeypatch)
                     folder=tmp_path, date="2026-10-01")
     monkeypatch.setattr(reference, "find", functools.partial(reference.find, folder=tmp_path))
     text = ch1.reference_summary()
-    assert "coalesced_pct_of_copy = 91.5 (pass)" in text
-    assert "coalesced_pct_of_copy = 59.4 (fail)" in text
+    assert "coalesced_pct_of_copy = 91.5 (copy; the course's target is 80: met)" in text
+    assert "coalesced_pct_of_copy = 59.4 (coalesced_pct_of_copy; the course's target is 80: not met)" in text
 
 
 def test_gpu_stride_figure_shows_every_coalesced_version():

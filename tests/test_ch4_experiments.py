@@ -184,3 +184,16 @@ def test_switching_the_model_gpu_refreshes_every_waves_series():
     assert res["waves"] == fresh["waves"]
     assert res["wave_utilization"] == fresh["wave_utilization"]
     assert res["point"] == ch4.sweep_point(res, 256)
+
+
+def test_block_sweep_without_gpu_takes_registers_from_reference_data(tmp_path, monkeypatch):
+    import functools
+
+    from gpucourse import reference
+
+    monkeypatch.setattr(reference, "find", functools.partial(reference.find, folder=tmp_path))
+    regs, source = ch4._saxpy_regs_without_gpu()
+    assert regs == ch4.SAXPY_REGS_ASSUMED and source.startswith("assumed")
+    reference.write({"ch4": {"block_sweep": {"regs_per_thread": 11, "block_sizes": [32]}}},
+                    gpu="NVIDIA L4", command="make gpu-check", folder=tmp_path, date="2026-11-02")
+    assert ch4._saxpy_regs_without_gpu() == (11, "compiled on NVIDIA L4, reference run of 2026-11-02")

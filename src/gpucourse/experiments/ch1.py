@@ -890,12 +890,15 @@ def reference_summary() -> str:
                 "course yet (`make gpu-check` on a GPU writes them), so GPU numbers below are models.")
     lines = []
     for r in refs:
-        checks = r.get("ch1", "checks", default={})
-        # "passed" since check.threshold; files measured before it say "pass".
-        found = ", ".join(f"{k} = {v['value']:.3g} "
-                          f"({'pass' if v.get('passed', v.get('pass')) else 'fail'})"
-                          for k, v in checks.items() if isinstance(v, dict) and "value" in v)
-        lines.append(f"{r.provenance}" + (f": {found}" if found else ""))
+        lines.append(r.provenance + ":")
+        for key, v in r.get("ch1", "checks", default={}).items():
+            if not (isinstance(v, dict) and v.get("value") is not None):
+                continue
+            # "passed" since check.threshold; files measured before it say "pass".
+            met = "met" if v.get("passed", v.get("pass")) else "not met"
+            target = f"; the course's target is {v['threshold']:g}: {met}" \
+                if v.get("threshold") is not None else f": {met}"
+            lines.append(f"  {key} = {v['value']:.3g} ({v.get('what', key)}{target})")
     return "\n".join(lines)
 
 

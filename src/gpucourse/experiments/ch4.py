@@ -167,13 +167,21 @@ def _saxpy_arrays(n: int):
     return x, y
 
 
+def _saxpy_regs_without_gpu() -> tuple[int, str]:
+    """saxpy's registers per thread as a reference run's compiler reported them, else assumed."""
+    for ref, sweep in reference.find("ch4", "block_sweep"):
+        if isinstance(sweep, dict) and sweep.get("regs_per_thread"):
+            return int(sweep["regs_per_thread"]), f"compiled on {ref.gpu}, reference run of {ref.date}"
+    return SAXPY_REGS_ASSUMED, "assumed; at most 32, so registers never limit occupancy here"
+
+
 def block_size_sweep(block_sizes=BLOCK_SIZES, gpu=None, n: int | None = None,
                      min_time_s: float = 0.1, progress=None) -> dict:
     """Check saxpy at every block size, then time it on a GPU; on the CPU, the occupancy and waves models plus reference data."""
     check_saxpy(block_sizes)
     spec = model_gpu(gpu)
     n = int(n or default_sweep_n())
-    regs, regs_source = SAXPY_REGS_ASSUMED, "assumed (at most 32: never the limit)"
+    regs, regs_source = _saxpy_regs_without_gpu()
     measured = None
     if on_gpu():
         got = _saxpy_regs_on_gpu()
