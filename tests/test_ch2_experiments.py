@@ -73,6 +73,11 @@ def test_loop_timelines_prefetch_hides_the_copy():
 def test_tile_access_conflicts(tile, padded, read, write):
     m = ch2.tile_access_conflicts(tile, padded)
     assert (m["read_ways"], m["write_ways"]) == (read, write)
+    # the figure's bank map: every lane's bank, and the busiest bank serves read_ways words
+    assert max(m["read_words_per_bank"]) == read and len(m["read_words_per_bank"]) == 32
+    assert len(m["read_banks"]) == len(m["write_banks"]) == 32
+    if tile == 32 and not padded:
+        assert set(m["read_banks"]) == {0} and m["write_banks"] == list(range(32))
 
 
 def test_transpose_versions_pass_on_the_emulator_and_the_trace_finds_the_conflict():

@@ -379,6 +379,11 @@ class BankConflicts(_ModelResult):
                 ("slowdown", f"{self.slowdown:g}x")]
 
 
+def bank_of(byte_address: int) -> int:
+    """The shared-memory bank that serves a byte address (32 banks of 4-byte words)."""
+    return (_int(byte_address, "a byte address") // BANK_WORD_BYTES) % SHARED_BANKS
+
+
 def bank_conflicts(addresses: Iterable[int], word_bytes: int = 4) -> BankConflicts:
     """n-way conflict = most DISTINCT 4-byte words any of the 32 banks must serve (same word = broadcast); accesses wider than 4 B are split into 128-byte phases of 16 (8 B) or 8 (16 B) lanes.
 

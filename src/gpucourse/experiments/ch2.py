@@ -435,7 +435,9 @@ def tile_access_conflicts(tile: int = 32, padded: bool = False, elem_bytes: int 
     return {"tile": tile, "padded": padded, "pitch": pitch, "lanes": lanes,
             "rows_per_warp": rows_per_warp, "write_ways": w.ways, "read_ways": r.ways,
             "read_addresses": read, "write_addresses": write,
-            "read_banks": [(a // 4) % 32 for a in read], "smem_bytes": tile * pitch * elem_bytes}
+            "read_banks": [models.bank_of(a) for a in read],
+            "write_banks": [models.bank_of(a) for a in write],
+            "read_words_per_bank": list(r.words_per_bank), "smem_bytes": tile * pitch * elem_bytes}
 
 
 TRANSPOSE_SHAPES = _probes.TRANSPOSE_SHAPES  # the lab checker's awkward shapes

@@ -236,8 +236,7 @@ def bank_map(config: dict) -> Figure:
     lanes = list(range(len(m["read_banks"])))
     ax.scatter(lanes, m["read_banks"], s=18, color=NAIVE if m["read_ways"] > 1 else OPTIMIZED,
                label=f"column read t[tx][ty]: {m['read_ways']}-way (model)")
-    write_banks = [(a // 4) % 32 for a in m["write_addresses"]]
-    ax.scatter(lanes, write_banks, s=10, marker="x", color=MODEL,
+    ax.scatter(lanes, m["write_banks"], s=10, marker="x", color=MODEL,
                label=f"row write t[ty][tx]: {m['write_ways']}-way (model)")
     ax.set_xlabel("lane of the warp")
     ax.set_ylabel("shared-memory bank (0–31)")
@@ -250,13 +249,8 @@ def bank_map(config: dict) -> Figure:
                     f"{config['copy_gbps']:.0f} GB/s")
     title(ax, f"float tile[{m['tile']}][{m['pitch']}]: bank of each lane (model)",
           config["device"] + measured)
-    counts = [0] * 32
-    seen: dict[int, set] = {}
-    for a in m["read_addresses"]:
-        seen.setdefault((a // 4) % 32, set()).add(a // 4)
-    for b, words in seen.items():
-        counts[b] = len(words)
-    ax2.bar(range(32), counts, color=NAIVE if m["read_ways"] > 1 else OPTIMIZED)
+    counts = m["read_words_per_bank"]
+    ax2.bar(range(len(counts)), counts, color=NAIVE if m["read_ways"] > 1 else OPTIMIZED)
     ax2.axhline(1, color=CEILING, ls=":", lw=1.2, label="one word per bank (no conflict)")
     ax2.set_xlabel("bank")
     ax2.set_ylabel("distinct words requested")
