@@ -6,15 +6,16 @@ import gpu_check
 from gpucourse import check
 
 
-def test_threshold_summary_reads_both_shapes(capsys):
+def test_threshold_summary_prints_figures_and_yes_no_checks(capsys):
     gpu_check.print_thresholds({
         "1": {"status": "ok", "result": {"checks": {
             "copy": check.threshold(59.4, 80, False, "coalesced copy % of library copy")}}},
-        "2": {"status": "ok", "result": {"thresholds": {"pinned beats pageable": True}}},
+        "3": {"status": "ok", "result": {"checks": {
+            "nccl_selected": check.threshold(None, None, True, "NCCL chosen")}}},
         "5": {"status": "skipped", "reason": "time budget spent"}})
     out = capsys.readouterr().out
     assert "ch1 FAIL copy: 59.4 (limit 80) coalesced copy" in out
-    assert "ch2 PASS pinned beats pageable" in out
+    assert "ch3 PASS nccl_selected: NCCL chosen" in out
     assert "ch5: skipped: time budget spent" in out
 
 

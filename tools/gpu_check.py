@@ -232,15 +232,14 @@ def print_thresholds(chapters: dict) -> None:
             print(f"  ch{n}: {chapter.get('status')}: {chapter.get('reason') or chapter.get('error', '')}")
             continue
         result = chapter.get("result") or {}
-        checks = result.get("checks") or result.get("thresholds") or {}
-        for name, c in checks.items():
-            if isinstance(c, dict):
-                value = "-" if c.get("value") is None else f"{c['value']:.3g}"
-                limit = "-" if c.get("threshold") is None else f"{c['threshold']:.3g}"
-                print(f"  ch{n} {'PASS' if c.get('passed') else 'FAIL'} {name}: {value} (limit {limit})"
-                      f" {c.get('what', '')}")
-            else:
-                print(f"  ch{n} {'PASS' if c else 'FAIL'} {name}")
+        # every chapter reports check.threshold dicts; a yes/no check has no value or limit
+        for name, c in (result.get("checks") or {}).items():
+            verdict = "PASS" if c.get("passed") else "FAIL"
+            if c.get("threshold") is None:
+                print(f"  ch{n} {verdict} {name}: {c.get('what', '')}")
+                continue
+            value = "-" if c.get("value") is None else f"{c['value']:.3g}"
+            print(f"  ch{n} {verdict} {name}: {value} (limit {c['threshold']:.3g}) {c.get('what', '')}")
 
 
 def write_reference(record: dict) -> Path:

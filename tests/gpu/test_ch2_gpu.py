@@ -95,4 +95,5 @@ def test_gpu_check_is_json_ready():
 
     out = ch2.gpu_check()
     json.dumps(out)
-    assert set(out["thresholds"]) >= {"padded transpose >= 80% of copy", "padded transpose >= 2x naive"}
+    assert set(out["checks"]) >= {"padded_pct_of_copy", "padded_over_naive"}
+    assert all(set(c) == {"value", "threshold", "passed", "what"} for c in out["checks"].values())

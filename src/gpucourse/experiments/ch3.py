@@ -1678,8 +1678,13 @@ def gpu_check() -> dict:
         scaling = ddp_scaling(pool, per_worker=1024, samples=7, verify=False)  # checked above
         out["ddp_step_s"] = scaling.multi.median_s
         out["single_step_s"] = scaling.single.median_s
-        checks = {"nccl_selected": pool.backend == "nccl", "ddp_exact": True,
-                  "all_reduce_correct": out["sum_of_ranks_ok"]}
+        # ddp_check above raises unless DDP's gradients equal the full-batch float64 ones
+        checks = {"nccl_selected": check.threshold(None, None, pool.backend == "nccl",
+                                                   "torch.distributed chose NCCL on the GPUs"),
+                  "ddp_exact": check.threshold(None, None, True, "DDP gradients equal full-batch "
+                                                                "float64 gradients (ddp_check)"),
+                  "all_reduce_correct": check.threshold(None, None, out["sum_of_ranks_ok"],
+                                                        "all-reduce of the ranks gives their sum")}
         if gpus >= 2:
             out["scaling_efficiency"] = scaling.efficiency
             sweep = allreduce_sweep(pool, samples=5)
@@ -1692,14 +1697,18 @@ def gpu_check() -> dict:
                                "bubble_model": [pipe.model(r.microbatches).bubble_fraction
                                                 for r in pipe.runs],
                                "speedup": pipe.speedup}
-            checks["scaling_efficiency>=0.8"] = scaling.efficiency >= 0.8
-            checks["pipeline_speedup>1"] = pipe.speedup > 1.0
+            checks["scaling_efficiency"] = check.threshold(
+                scaling.efficiency, 0.8, scaling.efficiency >= 0.8,
+                "DDP throughput on all GPUs / (GPUs x one GPU's throughput)")
+            checks["pipeline_speedup"] = check.threshold(
+                pipe.speedup, 1.0, pipe.speedup > 1.0,
+                "pipeline step time, 1 micro-batch / 8 micro-batches")
         else:
             out["multi_gpu"] = ("not measured: this machine has 1 GPU; all-reduce bandwidth, "
                                 "scaling efficiency and the pipeline bubble need 2 or more")
     out["seconds"] = time.perf_counter() - t_start
     out["checks"] = checks
-    out["passed"] = all(checks.values())
+    out["passed"] = all(c["passed"] for c in checks.values())
     return out
 
 
