@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from gpucourse import models, specs
+from gpucourse import device, models, specs
 from gpucourse.errors import SpecError
 
 pytestmark = pytest.mark.gpu
@@ -60,17 +60,8 @@ BLOCK_SIZES = (32, 64, 96, 128, 160, 192, 256, 320, 384, 512, 640, 768, 1024)
 DYNAMIC_SMEM = (0, 1, 1000, 20096, 32768, 49152, 100000, 200000)
 
 
-def _cuda_usable() -> bool:
-    try:
-        if cupy.cuda.runtime.getDeviceCount() < 1:
-            return False
-        cupy.arange(2, dtype=cupy.float32).sum().item()
-        return hasattr(cupy.cuda.driver, "occupancyMaxActiveBlocksPerMultiprocessor")
-    except Exception:
-        return False
-
-
-if not _cuda_usable():
+if not (device.cupy_works()
+        and hasattr(cupy.cuda.driver, "occupancyMaxActiveBlocksPerMultiprocessor")):
     pytest.skip("no usable CUDA device (or this CuPy lacks the driver occupancy query)",
                 allow_module_level=True)
 
