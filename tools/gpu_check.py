@@ -300,17 +300,19 @@ def main() -> int:
 
     record["tests"] = {"status": "skipped"} if args.skip_tests else run_gpu_tests()
     save()
-    rows, sizes = kernel_benchmarks()
-    record["kernel_sizes"] = sizes
-    record["kernels"] = rows
-    if rows:
-        print_table(rows)
-    save()
+    # The chapters first: chapter 1 times the copy kernel's cold first call, which must not
+    # find it already built by the kernel benchmarks.
     only = {int(c) for c in args.chapters.split(",") if c.strip()}
     if args.skip_chapters:
         record["chapters"] = {}
     else:
         chapter_checks(time.perf_counter() + args.budget_s, save, record, only)
+    save()
+    rows, sizes = kernel_benchmarks()
+    record["kernel_sizes"] = sizes
+    record["kernels"] = rows
+    if rows:
+        print_table(rows)
     save()
     print_thresholds(record["chapters"])
     # The emulator profiler's counters against Nsight Compute's (skips itself without ncu).

@@ -826,16 +826,20 @@ def reduction(n: int | None = None, min_time_s: float = 0.1) -> dict:
             few = {"min_samples": 3, "warmup_s": 0.0} if v.startswith("reduce_v1") else {}
             timings.append(bench.benchmark(lambda v=v: run_reduce(v, x, n, res, sms), label=v,
                                            bytes=4 * n, size=n, min_time_s=min_time_s, **few))
-        tx = torch.as_tensor(x, device="cuda")
-        timings.append(bench.benchmark(lambda: cp.sum(x), label="ref: cupy.sum", bytes=4 * n,
-                                       size=n, min_time_s=min_time_s))
-        timings.append(bench.benchmark(lambda: torch.sum(tx), label="ref: torch.sum",
-                                       bytes=4 * n, size=n, min_time_s=min_time_s))
+        libraries = [("ref: cupy.sum", x, cp.sum)]
+        if device.torch_cuda_works():  # CuPy alone is enough for the kernels
+            libraries.append(("ref: torch.sum", torch.as_tensor(x, device="cuda"), torch.sum))
+        for label, data, fn in libraries:
+            got = float(fn(data))
+            if abs(got - want) > 1e-5 * scale:
+                raise AssertionError(f"{label} at n={n} on the GPU: got {got}, expected {want}.")
+            timings.append(bench.benchmark(fn, data, label=label, bytes=4 * n, size=n,
+                                           min_time_s=min_time_s))
         copy = copy_ceiling(x)
         out["measured"] = [t.to_dict() for t in timings]
         out["copy"] = copy.to_dict()
         out["n"] = n
-        del x, tx
+        del x, libraries
     else:
         import torch
 

@@ -1,0 +1,348 @@
+"""SMOKE TEST of the GPU-only code paths on a FAKE CUDA device: not a measurement.
+
+CI has no GPU, so code that runs only when CuPy drives a GPU (``gpu_check()`` of chapters 1
+and 4, ``gpu_stride_sweep``, ``gpu_roofline``, ``_measure_streams``, the GPU branches of the
+block-size sweep, histogram, divergence and reduction ladder, bench's CUDA-event timer and L2
+flusher, the kernels' CuPy launch path, ``device._describe_cuda``, and the in-process steps of
+``tools/gpu_check.py``) would otherwise first run on a rare GPU session. Here it runs against
+``tests/fakecuda``: a fake ``cupy`` that reports an NVIDIA H200, runs the real ``.cu`` kernels
+on the course's CPU emulator (so the code's own correctness checks run on real results) and
+refuses host/device mix-ups as CuPy does.
+
+These tests only say that the code runs and returns results of the right shape: keys,
+lengths, finite numbers, threshold records. The fake's timings are host times of an emulator
+and mean nothing; no test looks at a timing's size or at whether a GPU threshold passed.
+Problem sizes are shrunk by patching the size helpers and defaults, never the code paths.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import sys
+
+import numpy as np
+import pytest
+
+import fakecuda
+from gpucourse import bench, device, kernels, reference, specs
+from gpucourse.errors import CompileError, LaunchError
+from gpucourse.experiments import ch1, ch4
+
+# Tiny problem sizes (the real ones are many times the H200's 60 MiB L2).
+CH1_BUFFER_BYTES = 1 << 18
+CH1_MATMUL_N = 96
+CH4_SWEEP_N = 1 << 15
+CH4_HISTOGRAM_N = 1 << 15
+CH4_DIVERGENCE_N = 1 << 13
+CH4_STREAMS_BYTES = 1 << 17  # 32 chunks of 1024 floats
+CH4_REDUCTION_N = 1 << 16
+TOOL_N, TOOL_SIDE = 1 << 15, 128
+OFF_GRID_BLOCK = 160  # a block size that ch4.BLOCK_SIZES does not hold
+
+THRESHOLD_KEYS = {"value", "threshold", "passed", "what"}
+
+
+def _shrink_defaults(mp, fn, **values) -> None:
+    """Replace some positional defaults of ``fn`` (e.g. a problem size) for the test's duration."""
+    params = [p for p in inspect.signature(fn).parameters.values()
+              if p.default is not p.empty
+              and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    unknown = set(values) - {p.name for p in params}
+    assert not unknown, f"{fn.__qualname__} has no positional default {unknown}"
+    mp.setattr(fn, "__defaults__", tuple(values.get(p.name, p.default) for p in params))
+
+
+def _capped(mp, module, name, cap) -> None:
+    """Wrap a size helper: it still runs (on the fake H200's figures), its answer is capped."""
+    real = getattr(module, name)
+
+    def small(*args, **kwargs):
+        got = real(*args, **kwargs)
+        assert got > 0
+        return min(got, cap)
+
+    mp.setattr(module, name, small)
+
+
+@pytest.fixture
+def fake_gpu():
+    """The fake CUDA GPU, installed for one test and fully removed afterwards."""
+    mp = pytest.MonkeyPatch()
+    try:
+        cp = fakecuda.install(mp)
+        # Timings mean nothing here: keep bench's warm-up short.
+        mp.setitem(bench.DEFAULT_WARMUP_S, "cuda", 0.01)
+        _capped(mp, ch1, "gpu_buffer_bytes", CH1_BUFFER_BYTES)
+        _shrink_defaults(mp, ch1.gpu_roofline, matmul_n=CH1_MATMUL_N)
+        _capped(mp, ch4, "default_sweep_n", CH4_SWEEP_N)
+        _shrink_defaults(mp, ch4.histogram, n=CH4_HISTOGRAM_N)
+        _shrink_defaults(mp, ch4.divergence, n=CH4_DIVERGENCE_N)
+        _shrink_defaults(mp, ch4.streams, nbytes=CH4_STREAMS_BYTES)
+        _shrink_defaults(mp, ch4.reduction, n=CH4_REDUCTION_N)
+
+        yield cp
+    finally:
+        mp.undo()
+        fakecuda.uninstall_caches()
+
+
+# --------------------------------------------------------------------------- helpers
+
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _all_finite(xs) -> bool:
+    return len(xs) > 0 and all(_finite(x) for x in xs)
+
+
+def _assert_threshold(name, c) -> None:
+    assert set(c) == THRESHOLD_KEYS, (name, c)
+    assert _finite(c["value"]) and _finite(c["threshold"]), (name, c)
+    assert isinstance(c["passed"], bool) and isinstance(c["what"], str) and c["what"], (name, c)
+
+
+def _assert_jsonable(result) -> None:
+    json.dumps(reference.jsonable(result))  # what tools/gpu_check.py writes
+
+
+def _assert_ch1_result(r) -> None:
+    assert set(r) >= {"device", "timing", "stride_sweep", "checks", "roofline", "passed"}
+    assert r["device"] == "NVIDIA H200"
+    assert isinstance(r["passed"], bool)
+    assert set(r["checks"]) == {"coalesced_pct_of_copy", "stride32_slowdown"}
+    for name, c in r["checks"].items():
+        _assert_threshold(name, c)
+
+    rows = r["timing"]["rows"]
+    gpu_rows = [row for row in rows if row["group"].startswith("copy kernel on the GPU")]
+    assert [row["method"] for row in gpu_rows] == [
+        "host timer, no synchronize", "one cold call + synchronize",
+        "one warm call + synchronize (host timer)", "gc.bench: warm-up, CUDA events, median"]
+    assert all(_finite(row["seconds"]) for row in rows if row["kind"] != "skipped")
+    assert r["timing"]["backend"] == "cuda"
+
+    sweep = r["stride_sweep"]
+    assert sweep["strides"] == list(ch1.STRIDES)
+    assert len(sweep["gbps"]) == len(sweep["seconds"]) == len(ch1.STRIDES)
+    assert _all_finite(sweep["gbps"]) and _all_finite(sweep["seconds"])
+    assert set(sweep["coalesced_versions"]) == {"copy_v1_coalesced", "copy_v3_float4"}
+    assert sweep["coalesced_kernel"] in sweep["coalesced_versions"]
+    assert _all_finite(list(sweep["coalesced_versions"].values()))
+    assert _finite(sweep["ceiling_gbps"]) and _finite(sweep["coalesced_gbps"])
+    assert sweep["peak_gbps"] == specs.lookup("H200").memory_bandwidth_GBps  # the spec table
+    assert len(sweep["model_gbps"]) == len(ch1.STRIDES)
+    assert sweep["nbytes"] == CH1_BUFFER_BYTES
+    assert sweep["l2_bytes"] == fakecuda.PROPERTIES["l2CacheSize"]
+
+    roof = r["roofline"]
+    assert roof["kind"] == "measured"
+    assert [p["name"] for p in roof["points"]] == [
+        "vector add (vector_add_v1_naive)", "reduction (reduce_v5_float4_unrolled)",
+        f"matmul {CH1_MATMUL_N}x{CH1_MATMUL_N} (cuBLAS)"]
+    for p in roof["points"]:
+        assert all(_finite(p[k]) for k in ("flops", "bytes", "intensity", "seconds", "rate")), p
+    assert _finite(roof["ceilings"]["bandwidth_Bps"]) and _finite(roof["ceilings"]["peak_flops"])
+    _assert_jsonable(r)
+
+
+def _assert_ch4_result(r) -> None:
+    assert set(r) == {"checks", "passed", "block_sweep", "divergence", "histogram", "streams",
+                      "reduction"}
+    assert isinstance(r["passed"], bool)
+    assert set(r["checks"]) == {"block_size", "histogram_skewed_speedup", "streams_overlap",
+                                "reduction_vs_copy"}
+    for name, c in r["checks"].items():
+        _assert_threshold(name, c)
+
+    sweep = r["block_sweep"]
+    assert sweep["block_sizes"] == list(ch4.BLOCK_SIZES) and sweep["n"] == CH4_SWEEP_N
+    assert len(sweep["gbps"]) == len(sweep["median_s"]) == len(ch4.BLOCK_SIZES)
+    assert _all_finite(sweep["gbps"]) and _all_finite(sweep["median_s"])
+    assert sweep["regs_per_thread"] == fakecuda.NUM_REGS  # read from the "compiled" kernel
+    assert isinstance(sweep["recommended"], int)
+
+    div = r["divergence"]
+    assert div["versions"] == list(ch4.DIVERGENCE_VERSIONS) and div["n"] == CH4_DIVERGENCE_N
+    assert len(div["median_s"]) == len(div["versions"]) and _all_finite(div["median_s"])
+
+    hist = r["histogram"]
+    assert hist["skews"] == [0.0, 1.0] and hist["n"] == CH4_HISTOGRAM_N
+    for k in ("v1_s", "v2_s", "speedup"):
+        assert len(hist[k]) == 2 and _all_finite(hist[k]), k
+
+    st = r["streams"]
+    assert st["n_streams"] == 4 and st["chunks"] == 32 and st["bytes"] == CH4_STREAMS_BYTES
+    assert st["copy_engines"] == fakecuda.PROPERTIES["asyncEngineCount"]
+    for k in ("h2d_s", "compute_s", "d2h_s", "duplex_s", "copy_s", "bound_s", "bound_isolated_s",
+              "overlap_vs_bound", "overlap_vs_isolated_bound", "serial_s", "synced_s", "multi_s"):
+        assert _finite(st[k]), k
+    assert len(st["multi_ops"]) == 3 * 32  # copy in, compute, copy out per chunk
+    for eng, op, start, end, sid in st["multi_ops"]:
+        assert op in ("H2D", "kernel", "D2H") and 0 <= sid < 4 and _finite(start) and _finite(end)
+
+    red = r["reduction"]
+    # torch.sum joins only where PyTorch has CUDA too (not here: this torch is a CPU build)
+    assert red["labels"] == [*ch4.reduce_versions(), "ref: cupy.sum"]
+    assert len(red["gbps"]) == len(red["median_s"]) == len(red["labels"])
+    assert _all_finite(red["gbps"]) and _finite(red["copy_gbps"]) and red["n"] == CH4_REDUCTION_N
+    _assert_jsonable(r)
+
+
+# --------------------------------------------------------------------------- the fake itself
+
+def test_the_fake_gpu_is_seen_as_an_h200(fake_gpu):
+    assert device.backend() == "cuda" and device.cupy_works()
+    info = device.describe()
+    assert info.name == "NVIDIA H200" and info.sm_count == 132
+    assert info.compute_capability == (9, 0) and info.l2_bytes == 60 * 2**20
+    # The memory clock and bus width come from deviceGetAttribute, as with a CUDA 13 runtime.
+    assert info.peak_bandwidth_Bps == pytest.approx(2 * 3_201_000e3 * 6016 / 8)
+    assert str(device.banner()).startswith("GPU mode: NVIDIA H200")
+    assert specs.for_active_device().key == "H200" and ch1.default_gpu() == "H200"
+    assert ch4.on_gpu() and ch4.gpu_choices() == ["H200"]
+    x = device.asarray(np.arange(5, dtype=np.float32))
+    assert type(x).__module__ == "cupy"
+    assert np.array_equal(device.to_host(x), np.arange(5, dtype=np.float32))
+    assert np.isnan(device.to_host(device.empty(3))).all()  # fresh memory is poisoned
+    device.synchronize()
+
+
+def test_the_fake_keeps_host_and_device_arrays_apart(fake_gpu):
+    cp = fake_gpu
+    x = cp.arange(4, dtype=cp.float32)
+    with pytest.raises(TypeError):
+        np.asarray(x)
+    with pytest.raises(TypeError):
+        x + np.ones(4, np.float32)
+    y = cp.empty(4, dtype=cp.float32)
+    copy = kernels.load("copy").copy_v1_coalesced
+    with pytest.raises(LaunchError, match="host memory"):
+        copy(1, 32, (np.ones(4, np.float32), y, np.int32(4)))
+    copy(1, 32, (x, y, np.int32(4)))
+    assert bool(cp.array_equal(x, y))
+    with pytest.raises(CompileError, match=r"bad\.cu line 2"):
+        kernels.from_source('extern "C" __global__ void k(float* a) {\n  a[0] = nope;\n}',
+                            name="bad.cu")
+
+
+# --------------------------------------------------------------------------- chapter checks
+
+def test_ch1_gpu_check_runs_on_the_fake_gpu(fake_gpu):
+    _assert_ch1_result(ch1.gpu_check())
+
+
+def test_ch4_gpu_check_runs_on_the_fake_gpu(fake_gpu):
+    _assert_ch4_result(ch4.gpu_check())
+
+
+def test_gpu_check_tool_runs_chapters_1_and_4_on_the_fake_gpu(fake_gpu, tmp_path, capsys):
+    """tools/gpu_check.py in-process, as the next GPU session runs it (--skip-tests --chapters 1,4),
+    plus --no-reference and a temporary --out so that nothing in the repository changes."""
+    import gpu_check
+    import ncu_compare
+
+    mp = pytest.MonkeyPatch()
+    try:
+        real_sizes = gpu_check._sizes
+
+        def small_sizes(cp):
+            sizes = real_sizes(cp)  # still computed from the fake H200's L2 and free memory
+            assert sizes["n"] >= 1 << 20 and sizes["side"] ** 2 <= sizes["n"]
+            return {**sizes, "n": TOOL_N, "side": TOOL_SIDE}
+
+        mp.setattr(gpu_check, "_sizes", small_sizes)
+        # ch4.gpu_check times the recommended block size separately when the sweep lacks it:
+        # recommend one the sweep does not have, so that this run takes that branch (the
+        # direct ch4 test above takes the other).
+        real_recommend = ch4.recommend_block_size
+
+        def recommend_off_grid(*args, **kwargs):
+            real_recommend(*args, **kwargs)
+            return OFF_GRID_BLOCK
+
+        mp.setattr(ch4, "recommend_block_size", recommend_off_grid)
+        # Chapter 1 times the copy kernel's cold first call: no step may build copy.cu first.
+        copy_builds = []
+        real_load = kernels.load
+
+        def logged_load(name, *args, **kwargs):
+            if name == "copy":
+                copy_builds.append("".join(f.function for f in inspect.stack()[1:3]))
+            return real_load(name, *args, **kwargs)
+
+        mp.setattr(kernels, "load", logged_load)
+        mp.setattr(ncu_compare, "compare", lambda: "Nsight Compute is not used on the fake GPU")
+        mp.setattr(sys, "path", list(sys.path))  # main() prepends tools/
+        mp.setattr(sys, "argv", ["tools/gpu_check.py", "--skip-tests", "--chapters", "1,4",
+                                 "--no-reference", "--out", str(tmp_path)])
+        rc = gpu_check.main()
+    finally:
+        mp.undo()
+    out = capsys.readouterr().out
+    written = list(tmp_path.glob("gpu_check-*.json"))
+    assert len(written) == 1
+    record = json.loads(written[0].read_text())
+    for n in ("1", "4"):
+        chapter = record["chapters"][n]
+        assert chapter["status"] == "ok", chapter.get("trace") or chapter
+    assert rc == 0, out
+    assert copy_builds and "copy_kernels" in copy_builds[0], copy_builds
+    assert record["gpu"] == "NVIDIA H200" and record["tests"] == {"status": "skipped"}
+    assert record["kernel_sizes"]["n"] == TOOL_N
+    wrong = [r for r in record["kernels"] if not r.get("correct")]
+    assert not wrong, wrong
+    assert {r["file"] for r in record["kernels"]} == {"vector_add", "copy", "transpose", "reduce"}
+    assert all(_finite(r["median_s"]) and _finite(r["gbps"]) for r in record["kernels"])
+    _assert_ch1_result(record["chapters"]["1"]["result"])
+    _assert_ch4_result(record["chapters"]["4"]["result"])
+    assert OFF_GRID_BLOCK not in ch4.BLOCK_SIZES
+    assert record["chapters"]["4"]["result"]["block_sweep"]["recommended"] == OFF_GRID_BLOCK
+    # The summary prints one line per threshold, PASS or FAIL (which one is meaningless here).
+    lines = [l for l in out.splitlines() if l.startswith(("  ch1 ", "  ch4 "))]
+    assert len(lines) == 2 + 4 and all(" PASS " in l or " FAIL " in l for l in lines), out
+
+
+# --------------------------------------------------------------------------- other GPU branches
+
+def test_other_ch1_gpu_branches_run_on_the_fake_gpu(fake_gpu):
+    kc = ch1.check_copy_kernels()
+    assert kc["where"] == "GPU" and kc["cases"] == 7 * 5
+    launch = ch1.copy_at_block_size(stride=2, block_size=128)
+    assert launch["where"] == "GPU" and _finite(launch["gbps"])
+    explorer = ch1.copy_explorer(stride=4, block_size=64)
+    assert explorer["gpu"] == "H200" and _finite(explorer["launch"]["gbps"])
+    prec = ch1.precision_bandwidth("bf16", stride=4, min_time_s=0.01)
+    assert prec["device"] == "NVIDIA H200"
+    assert [(row["precision"], row["stride"]) for row in prec["rows"]] == [
+        ("fp32", 1), ("fp32", 4), ("bf16", 1), ("bf16", 4)]
+    assert all(_finite(row["gbps"]) for row in prec["rows"])
+    seen = []
+    sweep = ch1.stride_sweep(progress=seen.append)  # dispatches to gpu_stride_sweep
+    assert "coalesced_versions" in sweep and seen[-1] == 1.0
+    assert ch1.roofline()["kind"] == "measured"  # dispatches to gpu_roofline
+
+
+def test_other_ch4_gpu_branches_run_on_the_fake_gpu(fake_gpu):
+    sweep = ch4.block_size_sweep(block_sizes=(64, 256), min_time_s=0.01)
+    assert sweep["measured"]["method"] == "CUDA events" and sweep["regs_source"] == "compiled kernel"
+    assert len(sweep["measured"]["gbps"]) == 2 and _finite(sweep["measured"]["copy_gbps"])
+    point = ch4.block_size_point(256, sweep, min_time_s=0.01)
+    assert _finite(point["point"]["measured"]["gbps"])
+    hp = ch4.histogram_point(0.5, n=1 << 12, min_time_s=0.01)
+    assert hp["n"] == 1 << 12 and len(hp["measured"]["speedup"]) == 1
+    st = ch4.streams(n_streams=2, chunks=8, nbytes=1 << 15)
+    assert st["kind"] == "measured" and st["gpu"] == "NVIDIA H200"
+    assert len(st["multi"]["ops"]) == 3 * 8
+    x = fake_gpu.random.random(1000, dtype=fake_gpu.float32)
+    for v in ch4.reduce_versions():
+        got = float(ch4.run_reduce(v, x, 1000, sm_count=132).get()[0])
+        assert got == pytest.approx(float(fake_gpu.sum(x, dtype=fake_gpu.float64)), rel=1e-4), v
+
+
+def test_bench_times_with_cuda_events_and_flushes_l2_on_the_fake_gpu(fake_gpu):
+    x = fake_gpu.zeros(1024, dtype=fake_gpu.float32)
+    t = bench.benchmark(x.fill, 1.0, bytes=4096, min_time_s=0.01, min_samples=2, flush_l2=True)
+    assert t.backend == "cuda" and t.method == "CUDA events" and t.l2_flushed
+    assert t.device == "NVIDIA H200" and t.count >= 2 and _all_finite(t.samples_s)
