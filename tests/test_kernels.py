@@ -143,3 +143,8 @@ def test_nvcc_compiles_every_kernel_file(path, arch, defines, tmp_path):
            *[f"-D{k}={v}" for k, v in defines.items()], str(path)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, f"nvcc rejects {path.name} for sm_{arch}:\n{proc.stderr}"
+
+
+def test_register_count_is_a_gpu_compiler_figure():
+    """The emulator has no register file: num_regs is None there, never a made-up count."""
+    assert gk.load("saxpy", backend="cpu").saxpy_v1_one_per_thread.num_regs is None

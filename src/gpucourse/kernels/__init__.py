@@ -303,6 +303,14 @@ class Kernel:
     def backend(self) -> str:
         return self.module.backend
 
+    @property
+    def num_regs(self) -> int | None:
+        """Registers per thread the GPU's compiler gave this kernel; None on the emulator,
+        which has no register file to count."""
+        if self.backend == "cpu":
+            return None
+        return int(self.module._impl.functions[self.name].num_regs)
+
     def __repr__(self) -> str:
         where = "the CPU emulator" if self.backend == "cpu" else "the GPU"
         return f"<kernel {self.signature} from {self.module.filename} on {where}>"
