@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Callable
 
 import numpy as np
 
@@ -779,16 +778,6 @@ def gpu_roofline_model(gpu: str | None = None, precision: str = "fp32") -> dict:
             "points": points, "kind": "model", "source": spec.source}
 
 
-def _reduce_kernel():
-    """The fastest reduction of reduce.cu (its highest version number) and its name."""
-    from .. import kernels
-
-    mod = kernels.load("reduce")
-    names = sorted((n for n in dir(mod) if n.startswith("reduce_v")),
-                   key=lambda s: int(s.split("_")[1][1:]))
-    return names[-1], getattr(mod, names[-1])
-
-
 def gpu_roofline(n: int | None = None, matmul_n: int = 8192, min_time_s: float = 0.1) -> dict:
     """On a GPU: vector add (vector_add.cu), the reduction (reduce.cu) and cuBLAS matmul, measured.
 
@@ -814,13 +803,15 @@ def gpu_roofline(n: int | None = None, matmul_n: int = 8192, min_time_s: float =
         raise AssertionError("vector_add gave a wrong result on the GPU")
     t_add = bench.benchmark(vk, grid, (BLOCK,), (x, y, z, np.int32(n)), label="vector add",
                             min_time_s=min_time_s)
-    rname, rk = _reduce_kernel()
+    # The fastest rung of chapter 4's reduction ladder, launched as chapter 4 launches it.
+    from . import ch4
+
+    rname = ch4.reduce_versions()[-1]
     total = cp.zeros(1, dtype=cp.float32)
-    rgrid = (min(math.ceil(n / BLOCK), 32 * (device.describe().sm_count or 80)),)
+    sms = device.describe().sm_count
 
     def reduce_once():
-        total.fill(0)
-        rk(rgrid, (BLOCK,), (x, total, np.int32(n)), shared_mem=BLOCK * 4)
+        ch4.run_reduce(rname, x, n, total, sms)
 
     reduce_once()
     want = float(cp.sum(x, dtype=cp.float64))
