@@ -294,6 +294,9 @@ def test_gpu_check_tool_runs_chapters_1_and_4_on_the_fake_gpu(fake_gpu, tmp_path
     wrong = [r for r in record["kernels"] if not r.get("correct")]
     assert not wrong, wrong
     assert {r["file"] for r in record["kernels"]} == {"vector_add", "copy", "transpose", "reduce"}
+    timed = {r["kernel"] for r in record["kernels"]}
+    assert set(ch4.reduce_versions()) <= timed  # every rung, with chapter 4's launch shapes
+    assert {"copy_v1_coalesced", *ch1.copy_kernels()["others"]} <= timed
     assert all(_finite(r["median_s"]) and _finite(r["gbps"]) for r in record["kernels"])
     _assert_ch1_result(record["chapters"]["1"]["result"])
     _assert_ch4_result(record["chapters"]["4"]["result"])

@@ -127,22 +127,20 @@ def kernel_benchmarks() -> tuple[list[dict], dict]:
             lambda: None if bool(cp.array_equal(out, ref)) else "differs from a + b", 12 * n, n)
     del b, ref
 
-    # copy: 8 bytes per element whatever the stride.
-    mod = kernels.load("copy", backend="cuda")
-    out.fill(cp.nan)
-    run("copy", "copy_v1_coalesced",
-        lambda: mod.copy_v1_coalesced((n + 255) // 256, 256, (a, out, np.int32(n))),
-        lambda: None if bool(cp.array_equal(out, a)) else "differs from the input", 8 * n, n)
-    out.fill(cp.nan)
-    run("copy", "copy_v3_float4",
-        lambda: mod.copy_v3_float4(sms * 32, 256, (a, out, np.int32(n))),
-        lambda: None if bool(cp.array_equal(out, a)) else "differs from the input", 8 * n, n)
+    # copy: 8 bytes per element whatever the stride, launched as chapter 1 launches them.
+    from gpucourse.experiments import ch1, ch4
+
+    ks = ch1.copy_kernels()
+    copies = {"copy_v1_coalesced": lambda: ch1.launch_copy(ks, a, out, n, None)}
+    for name, k in ks["others"].items():
+        copies[name] = lambda k=k, g=ch1.grid_stride_blocks(n): k((g,), (ch1.BLOCK,),
+                                                                 (a, out, np.int32(n)))
     for stride in (1, 2, 8, 32):
-        threads = -(-n // stride) * stride
+        copies[f"copy_v2_strided[stride={stride}]"] = \
+            lambda s=stride: ch1.launch_copy(ks, a, out, n, s)
+    for name, launch in copies.items():
         out.fill(cp.nan)
-        run("copy", f"copy_v2_strided[stride={stride}]",
-            lambda s=stride, t=threads: mod.copy_v2_strided((t + 255) // 256, 256,
-                                                            (a, out, np.int32(n), np.int32(s))),
+        run("copy", name, launch,
             lambda: None if bool(cp.array_equal(out, a)) else "differs from the input", 8 * n, n)
 
     # transpose: side x side, 8 bytes per element.
@@ -156,19 +154,12 @@ def kernel_benchmarks() -> tuple[list[dict], dict]:
             lambda: None if bool(cp.array_equal(y, x.T)) else "differs from in.T",
             8 * side * side, f"{side}x{side}")
 
-    # reduce: 4 bytes per element; the result accumulates, so check the first call only.
-    mod = kernels.load("reduce", backend="cuda")
+    # reduce: 4 bytes per element, every rung of chapter 4's ladder with its launch shape.
     total = cp.zeros(1, np.float32)
     want = float(cp.sum(a, dtype=np.float64).get())
     scale = float(cp.sum(cp.abs(a), dtype=np.float64).get())
-    for k, block, grid in ((mod.reduce_v1_atomic, 256, (n + 255) // 256),
-                           (mod.reduce_v2_shared_tree, 256, (n + 255) // 256),
-                           (mod.reduce_v3_warp_shuffle, 256, (n + 255) // 256),
-                           (mod.reduce_v4_grid_stride, 512, sms * 4)):
-        shared = block * 4 if "tree" in k.name else 0
-        total.fill(0)
-        run("reduce", k.name,
-            lambda k=k, b=block, g=grid, s=shared: k(g, b, (a, total, np.int32(n)), shared_mem=s),
+    for name in ch4.reduce_versions():
+        run("reduce", name, lambda v=name: ch4.run_reduce(v, a, n, total, sms),
             lambda: (None if abs(float(total.get()[0]) - want) <= 1e-5 * scale
                      else f"sum {float(total.get()[0])} vs {want}"), 4 * n, n)
     return rows, sz

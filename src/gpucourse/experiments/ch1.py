@@ -328,6 +328,12 @@ def copy_kernels() -> dict:
     return {"coalesced": mod.copy_v1_coalesced, "strided": mod.copy_v2_strided, "others": others}
 
 
+def grid_stride_blocks(n: int, block: int = BLOCK) -> int:
+    """Blocks for a grid-stride kernel (copy.cu's versions after v2): a few waves of blocks
+    cover any n, where one thread per element would leave most of them idle."""
+    return min(math.ceil(n / block), 32 * (device.describe().sm_count or 80))
+
+
 def launch_copy(ks: dict, x, y, n: int, stride: int | None, block: int = BLOCK) -> None:
     """One copy of ``n`` floats: the coalesced kernel when ``stride`` is None, else the strided one."""
     if stride is None:
@@ -412,9 +418,7 @@ def gpu_stride_sweep(strides=STRIDES, nbytes: int | None = None, block: int = BL
     coalesced = bench.benchmark(launch_copy, ks, x, y, n, None, block, label="copy_v1_coalesced",
                                 bytes=8 * n, size=n, min_time_s=min_time_s)
     versions = {"copy_v1_coalesced": coalesced.gbps}
-    # The other versions loop with the grid's stride (copy.cu's contract for them): a few waves
-    # of blocks cover any n, where one thread per element would leave most blocks idle.
-    others_grid = min(math.ceil(n / block), 32 * (device.describe().sm_count or 80))
+    others_grid = grid_stride_blocks(n, block)
     for name, k in ks["others"].items():
         args = ((others_grid,), (block,), (x, y, np.int32(n)))
         y.fill(-1)
