@@ -13,19 +13,22 @@ These tests only say that the code runs and returns results of the right shape: 
 lengths, finite numbers, threshold records. The fake's timings are host times of an emulator
 and mean nothing; no test looks at a timing's size or at whether a GPU threshold passed.
 Problem sizes are shrunk by patching the size helpers and defaults, never the code paths.
+Chapters 2 and 5 are in test_gpu_paths_fake_cuda_ch2_ch5.py; the fixture helpers both use are
+in fakecuda/testing.py.
 """
 from __future__ import annotations
 
 import inspect
 import json
-import math
 import sys
 
 import numpy as np
 import pytest
 
 import fakecuda
-from gpucourse import bench, device, kernels, reference, specs
+from fakecuda.testing import (all_finite, assert_jsonable, assert_threshold, capped, finite,
+                              installed, shrink_defaults)
+from gpucourse import bench, device, kernels, specs
 from gpucourse.errors import CompileError, LaunchError
 from gpucourse.experiments import ch1, ch4
 
@@ -40,72 +43,22 @@ CH4_REDUCTION_N = 1 << 16
 TOOL_N, TOOL_SIDE = 1 << 15, 128
 OFF_GRID_BLOCK = 160  # a block size that ch4.BLOCK_SIZES does not hold
 
-THRESHOLD_KEYS = {"value", "threshold", "passed", "what"}
-
-
-def _shrink_defaults(mp, fn, **values) -> None:
-    """Replace some positional defaults of ``fn`` (e.g. a problem size) for the test's duration."""
-    params = [p for p in inspect.signature(fn).parameters.values()
-              if p.default is not p.empty
-              and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    unknown = set(values) - {p.name for p in params}
-    assert not unknown, f"{fn.__qualname__} has no positional default {unknown}"
-    mp.setattr(fn, "__defaults__", tuple(values.get(p.name, p.default) for p in params))
-
-
-def _capped(mp, module, name, cap) -> None:
-    """Wrap a size helper: it still runs (on the fake H200's figures), its answer is capped."""
-    real = getattr(module, name)
-
-    def small(*args, **kwargs):
-        got = real(*args, **kwargs)
-        assert got > 0
-        return min(got, cap)
-
-    mp.setattr(module, name, small)
-
 
 @pytest.fixture
 def fake_gpu():
     """The fake CUDA GPU, installed for one test and fully removed afterwards."""
-    mp = pytest.MonkeyPatch()
-    try:
-        cp = fakecuda.install(mp)
-        # Timings mean nothing here: keep bench's warm-up short.
-        mp.setitem(bench.DEFAULT_WARMUP_S, "cuda", 0.01)
-        _capped(mp, ch1, "gpu_buffer_bytes", CH1_BUFFER_BYTES)
-        _shrink_defaults(mp, ch1.gpu_roofline, matmul_n=CH1_MATMUL_N)
-        _capped(mp, ch4, "default_sweep_n", CH4_SWEEP_N)
-        _shrink_defaults(mp, ch4.histogram, n=CH4_HISTOGRAM_N)
-        _shrink_defaults(mp, ch4.divergence, n=CH4_DIVERGENCE_N)
-        _shrink_defaults(mp, ch4.streams, nbytes=CH4_STREAMS_BYTES)
-        _shrink_defaults(mp, ch4.reduction, n=CH4_REDUCTION_N)
-
+    with installed() as (cp, mp):
+        capped(mp, ch1, "gpu_buffer_bytes", CH1_BUFFER_BYTES)
+        shrink_defaults(mp, ch1.gpu_roofline, matmul_n=CH1_MATMUL_N)
+        capped(mp, ch4, "default_sweep_n", CH4_SWEEP_N)
+        shrink_defaults(mp, ch4.histogram, n=CH4_HISTOGRAM_N)
+        shrink_defaults(mp, ch4.divergence, n=CH4_DIVERGENCE_N)
+        shrink_defaults(mp, ch4.streams, nbytes=CH4_STREAMS_BYTES)
+        shrink_defaults(mp, ch4.reduction, n=CH4_REDUCTION_N)
         yield cp
-    finally:
-        mp.undo()
-        fakecuda.uninstall_caches()
 
 
 # --------------------------------------------------------------------------- helpers
-
-def _finite(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def _all_finite(xs) -> bool:
-    return len(xs) > 0 and all(_finite(x) for x in xs)
-
-
-def _assert_threshold(name, c) -> None:
-    assert set(c) == THRESHOLD_KEYS, (name, c)
-    assert _finite(c["value"]) and _finite(c["threshold"]), (name, c)
-    assert isinstance(c["passed"], bool) and isinstance(c["what"], str) and c["what"], (name, c)
-
-
-def _assert_jsonable(result) -> None:
-    json.dumps(reference.jsonable(result))  # what tools/gpu_check.py writes
-
 
 def _assert_ch1_result(r) -> None:
     assert set(r) >= {"device", "timing", "stride_sweep", "checks", "roofline", "passed"}
@@ -113,24 +66,24 @@ def _assert_ch1_result(r) -> None:
     assert isinstance(r["passed"], bool)
     assert set(r["checks"]) == {"coalesced_pct_of_copy", "stride32_slowdown"}
     for name, c in r["checks"].items():
-        _assert_threshold(name, c)
+        assert_threshold(name, c)
 
     rows = r["timing"]["rows"]
     gpu_rows = [row for row in rows if row["group"].startswith("copy kernel on the GPU")]
     assert [row["method"] for row in gpu_rows] == [
         "host timer, no synchronize", "one cold call + synchronize",
         "one warm call + synchronize (host timer)", "gc.bench: warm-up, CUDA events, median"]
-    assert all(_finite(row["seconds"]) for row in rows if row["kind"] != "skipped")
+    assert all(finite(row["seconds"]) for row in rows if row["kind"] != "skipped")
     assert r["timing"]["backend"] == "cuda"
 
     sweep = r["stride_sweep"]
     assert sweep["strides"] == list(ch1.STRIDES)
     assert len(sweep["gbps"]) == len(sweep["seconds"]) == len(ch1.STRIDES)
-    assert _all_finite(sweep["gbps"]) and _all_finite(sweep["seconds"])
+    assert all_finite(sweep["gbps"]) and all_finite(sweep["seconds"])
     assert set(sweep["coalesced_versions"]) == {"copy_v1_coalesced", "copy_v3_float4"}
     assert sweep["coalesced_kernel"] in sweep["coalesced_versions"]
-    assert _all_finite(list(sweep["coalesced_versions"].values()))
-    assert _finite(sweep["ceiling_gbps"]) and _finite(sweep["coalesced_gbps"])
+    assert all_finite(list(sweep["coalesced_versions"].values()))
+    assert finite(sweep["ceiling_gbps"]) and finite(sweep["coalesced_gbps"])
     assert sweep["peak_gbps"] == specs.lookup("H200").memory_bandwidth_GBps  # the spec table
     assert len(sweep["model_gbps"]) == len(ch1.STRIDES)
     assert sweep["nbytes"] == CH1_BUFFER_BYTES
@@ -142,9 +95,9 @@ def _assert_ch1_result(r) -> None:
         "vector add (vector_add_v1_naive)", "reduction (reduce_v5_float4_unrolled)",
         f"matmul {CH1_MATMUL_N}x{CH1_MATMUL_N} (cuBLAS)"]
     for p in roof["points"]:
-        assert all(_finite(p[k]) for k in ("flops", "bytes", "intensity", "seconds", "rate")), p
-    assert _finite(roof["ceilings"]["bandwidth_Bps"]) and _finite(roof["ceilings"]["peak_flops"])
-    _assert_jsonable(r)
+        assert all(finite(p[k]) for k in ("flops", "bytes", "intensity", "seconds", "rate")), p
+    assert finite(roof["ceilings"]["bandwidth_Bps"]) and finite(roof["ceilings"]["peak_flops"])
+    assert_jsonable(r)
 
 
 def _assert_ch4_result(r) -> None:
@@ -154,40 +107,40 @@ def _assert_ch4_result(r) -> None:
     assert set(r["checks"]) == {"block_size", "histogram_skewed_speedup", "streams_overlap",
                                 "reduction_vs_copy"}
     for name, c in r["checks"].items():
-        _assert_threshold(name, c)
+        assert_threshold(name, c)
 
     sweep = r["block_sweep"]
     assert sweep["block_sizes"] == list(ch4.BLOCK_SIZES) and sweep["n"] == CH4_SWEEP_N
     assert len(sweep["gbps"]) == len(sweep["median_s"]) == len(ch4.BLOCK_SIZES)
-    assert _all_finite(sweep["gbps"]) and _all_finite(sweep["median_s"])
+    assert all_finite(sweep["gbps"]) and all_finite(sweep["median_s"])
     assert sweep["regs_per_thread"] == fakecuda.NUM_REGS  # read from the "compiled" kernel
     assert isinstance(sweep["recommended"], int)
 
     div = r["divergence"]
     assert div["versions"] == list(ch4.DIVERGENCE_VERSIONS) and div["n"] == CH4_DIVERGENCE_N
-    assert len(div["median_s"]) == len(div["versions"]) and _all_finite(div["median_s"])
+    assert len(div["median_s"]) == len(div["versions"]) and all_finite(div["median_s"])
 
     hist = r["histogram"]
     assert hist["skews"] == [0.0, 1.0] and hist["n"] == CH4_HISTOGRAM_N
     for k in ("v1_s", "v2_s", "speedup"):
-        assert len(hist[k]) == 2 and _all_finite(hist[k]), k
+        assert len(hist[k]) == 2 and all_finite(hist[k]), k
 
     st = r["streams"]
     assert st["n_streams"] == 4 and st["chunks"] == 32 and st["bytes"] == CH4_STREAMS_BYTES
     assert st["copy_engines"] == fakecuda.PROPERTIES["asyncEngineCount"]
     for k in ("h2d_s", "compute_s", "d2h_s", "duplex_s", "copy_s", "bound_s", "bound_isolated_s",
               "overlap_vs_bound", "overlap_vs_isolated_bound", "serial_s", "synced_s", "multi_s"):
-        assert _finite(st[k]), k
+        assert finite(st[k]), k
     assert len(st["multi_ops"]) == 3 * 32  # copy in, compute, copy out per chunk
     for eng, op, start, end, sid in st["multi_ops"]:
-        assert op in ("H2D", "kernel", "D2H") and 0 <= sid < 4 and _finite(start) and _finite(end)
+        assert op in ("H2D", "kernel", "D2H") and 0 <= sid < 4 and finite(start) and finite(end)
 
     red = r["reduction"]
     # torch.sum joins only where PyTorch has CUDA too (not here: this torch is a CPU build)
     assert red["labels"] == [*ch4.reduce_versions(), "ref: cupy.sum"]
     assert len(red["gbps"]) == len(red["median_s"]) == len(red["labels"])
-    assert _all_finite(red["gbps"]) and _finite(red["copy_gbps"]) and red["n"] == CH4_REDUCTION_N
-    _assert_jsonable(r)
+    assert all_finite(red["gbps"]) and finite(red["copy_gbps"]) and red["n"] == CH4_REDUCTION_N
+    assert_jsonable(r)
 
 
 # --------------------------------------------------------------------------- the fake itself
@@ -297,7 +250,7 @@ def test_gpu_check_tool_runs_chapters_1_and_4_on_the_fake_gpu(fake_gpu, tmp_path
     timed = {r["kernel"] for r in record["kernels"]}
     assert set(ch4.reduce_versions()) <= timed  # every rung, with chapter 4's launch shapes
     assert {"copy_v1_coalesced", *ch1.copy_kernels()["others"]} <= timed
-    assert all(_finite(r["median_s"]) and _finite(r["gbps"]) for r in record["kernels"])
+    assert all(finite(r["median_s"]) and finite(r["gbps"]) for r in record["kernels"])
     _assert_ch1_result(record["chapters"]["1"]["result"])
     _assert_ch4_result(record["chapters"]["4"]["result"])
     assert OFF_GRID_BLOCK not in ch4.BLOCK_SIZES
@@ -313,14 +266,14 @@ def test_other_ch1_gpu_branches_run_on_the_fake_gpu(fake_gpu):
     kc = ch1.check_copy_kernels()
     assert kc["where"] == "GPU" and kc["cases"] == 7 * 5
     launch = ch1.copy_at_block_size(stride=2, block_size=128)
-    assert launch["where"] == "GPU" and _finite(launch["gbps"])
+    assert launch["where"] == "GPU" and finite(launch["gbps"])
     explorer = ch1.copy_explorer(stride=4, block_size=64)
-    assert explorer["gpu"] == "H200" and _finite(explorer["launch"]["gbps"])
+    assert explorer["gpu"] == "H200" and finite(explorer["launch"]["gbps"])
     prec = ch1.precision_bandwidth("bf16", stride=4, min_time_s=0.01)
     assert prec["device"] == "NVIDIA H200"
     assert [(row["precision"], row["stride"]) for row in prec["rows"]] == [
         ("fp32", 1), ("fp32", 4), ("bf16", 1), ("bf16", 4)]
-    assert all(_finite(row["gbps"]) for row in prec["rows"])
+    assert all(finite(row["gbps"]) for row in prec["rows"])
     seen = []
     sweep = ch1.stride_sweep(progress=seen.append)  # dispatches to gpu_stride_sweep
     assert "coalesced_versions" in sweep and seen[-1] == 1.0
@@ -330,9 +283,9 @@ def test_other_ch1_gpu_branches_run_on_the_fake_gpu(fake_gpu):
 def test_other_ch4_gpu_branches_run_on_the_fake_gpu(fake_gpu):
     sweep = ch4.block_size_sweep(block_sizes=(64, 256), min_time_s=0.01)
     assert sweep["measured"]["method"] == "CUDA events" and sweep["regs_source"] == "compiled kernel"
-    assert len(sweep["measured"]["gbps"]) == 2 and _finite(sweep["measured"]["copy_gbps"])
+    assert len(sweep["measured"]["gbps"]) == 2 and finite(sweep["measured"]["copy_gbps"])
     point = ch4.block_size_point(256, sweep, min_time_s=0.01)
-    assert _finite(point["point"]["measured"]["gbps"])
+    assert finite(point["point"]["measured"]["gbps"])
     hp = ch4.histogram_point(0.5, n=1 << 12, min_time_s=0.01)
     assert hp["n"] == 1 << 12 and len(hp["measured"]["speedup"]) == 1
     st = ch4.streams(n_streams=2, chunks=8, nbytes=1 << 15)
@@ -348,4 +301,4 @@ def test_bench_times_with_cuda_events_and_flushes_l2_on_the_fake_gpu(fake_gpu):
     x = fake_gpu.zeros(1024, dtype=fake_gpu.float32)
     t = bench.benchmark(x.fill, 1.0, bytes=4096, min_time_s=0.01, min_samples=2, flush_l2=True)
     assert t.backend == "cuda" and t.method == "CUDA events" and t.l2_flushed
-    assert t.device == "NVIDIA H200" and t.count >= 2 and _all_finite(t.samples_s)
+    assert t.device == "NVIDIA H200" and t.count >= 2 and all_finite(t.samples_s)

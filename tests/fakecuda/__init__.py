@@ -1,16 +1,17 @@
 """A fake CuPy for tests: the GPU code paths of the course, run on the CPU (a smoke test only).
 
-``install(monkeypatch)`` puts fake ``cupy``, ``cupy.cuda``, ``cupy.cuda.compiler`` and ``cupyx``
-modules into ``sys.modules`` and selects the ``cuda`` backend, so that ``gpucourse.device``
-reports a GPU (an NVIDIA H200 by its reported properties) and code that runs only on a GPU
-runs here. Everything is undone by the monkeypatch fixture; ``uninstall_caches()`` clears
-the caches that saw the fake.
+``install(monkeypatch)`` puts fake ``cupy``, ``cupy.cuda``, ``cupy.cuda.compiler``, ``cupyx``
+and ``cupyx.scipy.sparse`` modules into ``sys.modules`` and selects the ``cuda`` backend, so
+that ``gpucourse.device`` reports a GPU (an NVIDIA H200 by its reported properties) and code
+that runs only on a GPU runs here. Everything is undone by the monkeypatch fixture;
+``uninstall_caches()`` clears the caches that saw the fake (``testing.installed()`` does both).
 
 What is real and what is not:
 
 - Kernels are real: ``cupy.RawModule`` builds the CUDA C source it is given with the course's
   CPU emulator and a launch runs it there, so results are correct and the code's own checks
-  of them run.
+  of them run. So is ``cupy.ElementwiseKernel``: its C body is wrapped in a kernel of one
+  thread per element and run on the emulator the same way.
 - Device arrays are NumPy arrays in host memory behind an object that is NOT a
   ``numpy.ndarray``. As with CuPy, mixing them with NumPy arrays raises ``TypeError``
   (``np.asarray(device_array)``, ``device_array + numpy_array``, a NumPy array passed to a
@@ -18,16 +19,25 @@ What is real and what is not:
 - Everything runs at once, in order: streams, events and ``synchronize`` only keep the API.
   Events record ``time.perf_counter()``, so timings are host times of the emulator and mean
   nothing about any GPU. Never assert on them.
+- The default memory pool (``cupy.get_default_memory_pool()``) is a model: it counts the bytes
+  of the device arrays alive (``used_bytes``) and keeps the bytes of freed ones as cached blocks
+  (``total_bytes``) until ``free_all_blocks()``; ``cupy.cuda.set_allocator(None)`` turns it
+  off for new arrays, ``set_allocator(pool.malloc)`` back on. No memory is really pooled.
+- ``cupyx.scipy.sparse.csr_matrix`` holds real CSR arrays; its product with a device matrix
+  is computed by NumPy.
 
 Only what the course's code calls is implemented; anything else raises ``AttributeError``,
 which is what a test of a new GPU path should see first.
 """
 from __future__ import annotations
 
+import builtins
+import ctypes
 import re
 import sys
 import time
 import types
+import weakref
 
 import numpy as np
 
@@ -132,6 +142,24 @@ class MemoryPointer:
     def copy_from_device(self, src: "MemoryPointer", size: int) -> None:
         self.copy_from_device_async(src, size)
 
+    def copy_from_host_async(self, mem, size: int, stream=None) -> None:
+        """Copy ``size`` bytes from the host address ``mem`` (an int or ``ctypes.c_void_p``)."""
+        if isinstance(mem, ctypes.c_void_p):
+            mem = mem.value
+        if not isinstance(mem, int) or isinstance(mem, bool) or not mem:
+            raise TypeError(f"copy_from_host_async wants a host address (int or ctypes.c_void_p), "
+                            f"not {type(mem)}")
+        if stream is not None and not isinstance(stream, Stream):
+            raise TypeError(f"copy_from_host_async: stream must be a cupy.cuda.Stream, not "
+                            f"{type(stream)}")
+        dst = self._bytes()
+        if size > dst.size:
+            raise ValueError(f"copy of {size} bytes is past the end of an allocation")
+        ctypes.memmove(dst.ctypes.data, mem, size)
+
+    def copy_from_host(self, mem, size: int) -> None:
+        self.copy_from_host_async(mem, size)
+
 
 class ndarray(np.lib.mixins.NDArrayOperatorsMixin):
     """A device array of the fake: a NumPy array held behind CuPy's interface."""
@@ -142,6 +170,7 @@ class ndarray(np.lib.mixins.NDArrayOperatorsMixin):
 
     def __init__(self, host: np.ndarray):
         self._a = host
+        _pool_allocated(host)
 
     # --- what NumPy must not do implicitly
     def __array__(self, *args, **kwargs):
@@ -383,6 +412,95 @@ def _random(size=None, dtype=float):
     return ndarray(np.asarray(_rng.random(size, dtype=dtype)))
 
 
+# ----------------------------------------------------------------------------- memory pool
+
+class MemoryPool:
+    """cupy.cuda.MemoryPool, as a model: bytes of live device arrays allocated through it are
+    in use; when such an array dies its (512-byte rounded) block is cached, not freed, and a
+    later allocation of the same size takes it back. Nothing is really pooled."""
+
+    ROUND = 512
+
+    def __init__(self):
+        self._used = 0
+        self._free: dict[int, int] = {}  # rounded size -> cached blocks
+
+    def _alloc(self, nbytes: int) -> int:
+        size = -(-nbytes // self.ROUND) * self.ROUND
+        if self._free.get(size):
+            self._free[size] -= 1
+        self._used += size
+        return size
+
+    def _release(self, size: int) -> None:
+        self._used -= size
+        self._free[size] = self._free.get(size, 0) + 1
+
+    def malloc(self, size: int) -> MemoryPointer:
+        return ndarray(_poisoned((int(size),), np.uint8)).data
+
+    def used_bytes(self) -> int:
+        return self._used
+
+    def free_bytes(self) -> int:
+        return builtins.sum(size * k for size, k in self._free.items())
+
+    def total_bytes(self) -> int:
+        return self._used + self.free_bytes()
+
+    def n_free_blocks(self) -> int:
+        return builtins.sum(self._free.values())
+
+    def free_all_blocks(self, stream=None) -> None:
+        self._free.clear()
+
+
+_pool = MemoryPool()
+_allocator = _pool.malloc  # None: no pool, every array is its own cudaMalloc
+_tracked: dict[int, weakref.finalize] = {}
+
+
+def _pool_allocated(host: np.ndarray) -> None:
+    """Count a new device array that owns its memory in the pool, while the pool is on."""
+    if (host.base is not None or id(host) in _tracked
+            or getattr(_allocator, "__self__", None) is not _pool):
+        return
+    pool, size = _pool, _pool._alloc(host.nbytes)
+
+    def release(key=id(host)):
+        _tracked.pop(key, None)
+        pool._release(size)
+
+    _tracked[id(host)] = weakref.finalize(host, release)
+
+
+def get_default_memory_pool() -> MemoryPool:
+    return _pool
+
+
+def set_allocator(allocator=None) -> None:
+    """``None`` turns the pool off (raw cudaMalloc per array); ``pool.malloc`` turns it on."""
+    global _allocator
+    if allocator is not None and not callable(allocator):
+        raise TypeError(f"set_allocator wants a callable or None, not {type(allocator)}")
+    _allocator = allocator
+
+
+def _reset_pool() -> None:
+    global _pool, _allocator
+    for fin in list(_tracked.values()):
+        fin.detach()
+    _tracked.clear()
+    _pool = MemoryPool()
+    _allocator = _pool.malloc
+
+
+# ----------------------------------------------------------------------------- linalg
+
+def _norm(x, ord=None, axis=None, keepdims=False):
+    return _wrap(np.linalg.norm(_dev(x, "linalg.norm"), ord=ord, axis=axis, keepdims=keepdims))
+
+
 # ----------------------------------------------------------------------------- cupy.cuda
 
 class CompileException(Exception):
@@ -600,6 +718,123 @@ class RawModule:
         return _Function(self, name)
 
 
+_C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long",
+            "uint32": "unsigned int", "uint8": "unsigned char", "int8": "signed char",
+            "bool": "bool"}
+
+
+class ElementwiseKernel:
+    """cupy.ElementwiseKernel for typed parameters ("float32 x, float32 y"): the body is put in a
+    CUDA C kernel of one thread per element, built and run by the emulator like a RawModule.
+    Arrays must share one shape and have the declared dtypes (the fake neither broadcasts nor
+    casts); a NumPy array is refused as by CuPy."""
+
+    def __init__(self, in_params: str, out_params: str, operation: str, name: str = "kernel",
+                 reduce_dims=True, preamble="", no_return=False, return_tuple=False, **kwargs):
+        self.name = name
+        self.in_params = self._params(in_params)
+        self.out_params = self._params(out_params)
+        self.operation, self.preamble = operation, preamble
+        self.no_return, self.return_tuple = no_return, return_tuple
+        self._fn = None
+
+    @staticmethod
+    def _params(text: str) -> list[tuple[np.dtype, str]]:
+        out = []
+        for item in filter(None, (t.strip() for t in text.split(","))):
+            parts = item.split()
+            if len(parts) != 2 or parts[0] not in _C_TYPES:
+                raise NotImplementedError(f"fake cupy: ElementwiseKernel parameter {item!r} is "
+                                          "not faked (only '<type> <name>', a type of "
+                                          f"{sorted(_C_TYPES)})")
+            out.append((np.dtype(parts[0]), parts[1]))
+        return out
+
+    def _kernel(self) -> "_Function":
+        if self._fn is None:
+            c = {n: _C_TYPES[d.name] for d, n in self.in_params + self.out_params}
+            args = ", ".join([f"const {c[n]}* _in_{n}" for _, n in self.in_params]
+                             + [f"{c[n]}* _out_{n}" for _, n in self.out_params] + ["long long _n"])
+            loads = " ".join(f"const {c[n]} {n} = _in_{n}[i];" for _, n in self.in_params)
+            refs = " ".join(f"{c[n]}& {n} = _out_{n}[i];" for _, n in self.out_params)
+            code = (f'#line 1 "{self.name}.cu"\n{self.preamble}\n'
+                    f'extern "C" __global__ void {self.name}({args}) {{\n'
+                    "  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+                    f"  if (i < _n) {{ {loads} {refs}\n{self.operation}\n  }}\n}}\n")
+            self._fn = RawModule(code=code).get_function(self.name)
+        return self._fn
+
+    def __call__(self, *args, size=None, block_size=None, stream=None):
+        if size is not None:
+            raise NotImplementedError("fake cupy: ElementwiseKernel(..., size=) is not faked")
+        n_in, n_out = len(self.in_params), len(self.out_params)
+        if len(args) not in (n_in, n_in + n_out):
+            raise TypeError(f"Wrong number of arguments for {self.name!r}: {n_in} or "
+                            f"{n_in + n_out} expected, {len(args)} given")
+        for i, a in enumerate(args):
+            if not isinstance(a, ndarray):
+                raise TypeError(f"Unsupported type {type(a)} (argument {i} of {self.name!r}; the "
+                                "fake takes device arrays only)")
+        shape = args[0].shape
+        for a, (dtype, pname) in zip(args, self.in_params + self.out_params):
+            if a.shape != shape:
+                raise ValueError(f"fake cupy: {self.name!r} got shapes {a.shape} and {shape} "
+                                 "(broadcasting is not faked)")
+            if a.dtype != dtype:
+                raise TypeError(f"fake cupy: {self.name!r} parameter {pname} is {dtype}, the "
+                                f"array is {a.dtype} (casting is not faked)")
+        ins = [a if a.flags.c_contiguous else ascontiguousarray(a) for a in args[:n_in]]
+        outs = list(args[n_in:]) or [empty(shape, dtype=d) for d, _ in self.out_params]
+        for o in outs:
+            if not o.flags.c_contiguous:
+                raise ValueError(f"fake cupy: a non-contiguous output of {self.name!r} is "
+                                 "not faked")
+        n = int(np.prod(shape, dtype=np.int64))
+        if n:
+            block = int(block_size or 128)
+            self._kernel()(((n + block - 1) // block,), (block,), (*ins, *outs, np.int64(n)),
+                           stream=stream)
+        if self.no_return:
+            return None
+        return tuple(outs) if (self.return_tuple or n_out > 1) else outs[0]
+
+
+# ----------------------------------------------------------------------------- cupyx.scipy.sparse
+
+class csr_matrix:
+    """cupyx.scipy.sparse.csr_matrix built from a dense 2-D device array (the one form faked)."""
+
+    format = "csr"
+
+    def __init__(self, arg1, shape=None, dtype=None, copy=False):
+        if not isinstance(arg1, ndarray) or arg1.ndim != 2:
+            raise TypeError(f"fake cupyx: csr_matrix from a 2-D device array only, not "
+                            f"{type(arg1)}")
+        dense = arg1._a.astype(dtype or arg1.dtype)
+        rows, cols = np.nonzero(dense)
+        self.shape, self.dtype = dense.shape, dense.dtype
+        self.data = ndarray(dense[rows, cols])
+        self.indices = ndarray(cols.astype(np.int32))
+        self.indptr = ndarray(np.searchsorted(rows, np.arange(dense.shape[0] + 1)).astype(np.int32))
+
+    @property
+    def nnz(self) -> int:
+        return int(self.data.size)
+
+    def toarray(self) -> ndarray:
+        out = np.zeros(self.shape, dtype=self.dtype)
+        rows = np.repeat(np.arange(self.shape[0]), np.diff(self.indptr._a))
+        out[rows, self.indices._a] = self.data._a
+        return ndarray(out)
+
+    def __matmul__(self, other):
+        if not isinstance(other, ndarray):
+            raise TypeError(f"fake cupyx: csr_matrix @ {type(other)}: a device array is needed")
+        if other.ndim not in (1, 2) or other.shape[0] != self.shape[1]:
+            raise ValueError(f"dimension mismatch: {self.shape} @ {other.shape}")
+        return ndarray(self.toarray()._a @ other._a)
+
+
 def _empty_pinned(shape, dtype=float, order="C") -> np.ndarray:
     """cupyx.empty_pinned: a NumPy array (in pinned memory on a GPU; uninitialised)."""
     return _poisoned(shape, dtype)
@@ -618,13 +853,18 @@ def build_modules() -> dict[str, types.ModuleType]:
     cp.dtype = np.dtype
     cp.nan, cp.inf, cp.pi = np.nan, np.inf, np.pi
     for fn in (asarray, array, ascontiguousarray, asnumpy, empty, empty_like, zeros, zeros_like,
-               ones, full, arange, copyto, array_equal, sum, matmul, is_available):
+               ones, full, arange, copyto, array_equal, sum, matmul, is_available,
+               get_default_memory_pool):
         setattr(cp, fn.__name__, fn)
     for name in ("abs", "absolute", "sqrt", "exp", "maximum", "minimum", "add", "subtract",
                  "multiply", "divide", "isfinite", "isnan", "allclose", "all", "any", "max",
                  "min", "mean", "dot", "where"):
         setattr(cp, name, _elementwise(getattr(np, name)))
     cp.RawModule = RawModule
+    cp.ElementwiseKernel = ElementwiseKernel
+    linalg = types.ModuleType("cupy.linalg")
+    linalg.norm = _norm
+    cp.linalg = linalg
 
     rnd = types.ModuleType("cupy.random")
     rnd.random = _random
@@ -637,6 +877,8 @@ def build_modules() -> dict[str, types.ModuleType]:
     cuda.get_elapsed_time = get_elapsed_time
     cuda.get_current_stream = get_current_stream
     cuda.MemoryPointer = MemoryPointer
+    cuda.MemoryPool = MemoryPool
+    cuda.set_allocator = set_allocator
     runtime = types.ModuleType("cupy.cuda.runtime")
     runtime.getDeviceProperties = _get_device_properties
     runtime.deviceGetAttribute = _device_get_attribute
@@ -657,8 +899,14 @@ def build_modules() -> dict[str, types.ModuleType]:
     cupyx = types.ModuleType("cupyx", "fake cupyx for tests (tests/fakecuda)")
     cupyx.empty_pinned = _empty_pinned
     cupyx.zeros_pinned = lambda shape, dtype=float, order="C": np.zeros(shape, dtype=dtype)
-    return {"cupy": cp, "cupy.random": rnd, "cupy.cuda": cuda, "cupy.cuda.runtime": runtime,
-            "cupy.cuda.compiler": compiler, "cupyx": cupyx}
+    scipy_ = types.ModuleType("cupyx.scipy")
+    sparse = types.ModuleType("cupyx.scipy.sparse")
+    sparse.csr_matrix = csr_matrix
+    scipy_.sparse = sparse
+    cupyx.scipy = scipy_
+    return {"cupy": cp, "cupy.random": rnd, "cupy.linalg": linalg, "cupy.cuda": cuda,
+            "cupy.cuda.runtime": runtime, "cupy.cuda.compiler": compiler, "cupyx": cupyx,
+            "cupyx.scipy": scipy_, "cupyx.scipy.sparse": sparse}
 
 
 def _clear_device_caches() -> None:
@@ -684,6 +932,7 @@ def install(monkeypatch) -> types.ModuleType:
     # Kernel modules are cached per backend: keep the fake's "cuda" builds out of the real cache.
     monkeypatch.setattr(kernels, "_modules", {})
     _streams.clear()
+    _reset_pool()
     _clear_device_caches()
     return modules["cupy"]
 
@@ -691,4 +940,5 @@ def install(monkeypatch) -> types.ModuleType:
 def uninstall_caches() -> None:
     """Forget what the device module cached while the fake was in place."""
     _streams.clear()
+    _reset_pool()
     _clear_device_caches()
