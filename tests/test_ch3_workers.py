@@ -212,3 +212,19 @@ def test_nccl_workers_bind_torch_and_cupy_to_their_local_rank(monkeypatch):
     ctx = ch3._torchrun_context()
     assert ctx.device == "cuda:1" and ctx.local_rank == 1 and ctx.rank == 5
     assert calls == [("torch", 1), ("cupy", 1), ("group", "nccl", ch3.torch.device("cuda:1"))]
+
+
+def test_the_notebooks_torchrun_command_runs_on_the_cpu(tmp_path):
+    """`torchrun --standalone --nproc-per-node=2 -m gpucourse.experiments.ch3 hello`, as chapter 3
+    tells learners to run it: torchrun's own processes join a gloo group and all-reduce."""
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                           "--nproc-per-node=2", "-m", "gpucourse.experiments.ch3", "hello"],
+                          capture_output=True, text=True, timeout=180, cwd=tmp_path,
+                          env={**os.environ, "GPUCOURSE_DEVICE": "cpu"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rank0 = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert rank0["rank"] == 0 and rank0["backend"] == "gloo" and rank0["sum_of_ranks"] == 1.0
