@@ -48,7 +48,7 @@ OFF_GRID_BLOCK = 160  # a block size that ch4.BLOCK_SIZES does not hold
 def fake_gpu():
     """The fake CUDA GPU, installed for one test and fully removed afterwards."""
     with installed() as (cp, mp):
-        capped(mp, ch1, "gpu_buffer_bytes", CH1_BUFFER_BYTES)
+        capped(mp, device, "bandwidth_buffer_bytes", CH1_BUFFER_BYTES)
         shrink_defaults(mp, ch1.gpu_roofline, matmul_n=CH1_MATMUL_N)
         capped(mp, ch4, "default_sweep_n", CH4_SWEEP_N)
         shrink_defaults(mp, ch4.histogram, n=CH4_HISTOGRAM_N)
@@ -302,3 +302,17 @@ def test_bench_times_with_cuda_events_and_flushes_l2_on_the_fake_gpu(fake_gpu):
     t = bench.benchmark(x.fill, 1.0, bytes=4096, min_time_s=0.01, min_samples=2, flush_l2=True)
     assert t.backend == "cuda" and t.method == "CUDA events" and t.l2_flushed
     assert t.device == "NVIDIA H200" and t.count >= 2 and all_finite(t.samples_s)
+
+
+def test_bandwidth_experiments_size_their_buffers_well_over_ten_times_l2():
+    """The course's rule for a GPU: a bandwidth experiment streams buffers well over ten times
+    the L2, so the cache cannot serve them (sizes only; nothing is allocated here)."""
+    with installed():
+        l2 = device.describe().l2_bytes
+        assert l2 == fakecuda.PROPERTIES["l2CacheSize"]
+        for cap in (1 << 30, 2 << 30):  # the caps chapters 1 and 5 use
+            assert device.bandwidth_buffer_bytes(cap=cap) >= 10 * l2
+        assert ch4.default_sweep_n() * 4 >= 10 * l2  # saxpy: each of x and y
+        from gpucourse.experiments import ch2
+
+        assert ch2.transpose_side() ** 2 * 4 >= 10 * l2

@@ -73,7 +73,6 @@ def _fake_gpu():
         mp.setattr(ch5, "sgemm_ladder", sgemm_at_most)
         # PyTorch is on the CPU here, so fusion and the sparse sweep take the CPU sizes.
         mp.setattr(ch5, "FUSION_N_CPU", CH5_FUSION_N)
-        mp.setattr(ch5, "FUSION_N_GPU", CH5_FUSION_N)
         mp.setitem(ch5.SPARSE_CPU, "n", CH5_SPARSE_N)
         mp.setitem(ch5.SPARSE_GPU, "n", CH5_SPARSE_N)
         shrink_defaults(mp, ch5.precision_sweep, n=CH5_PRECISION_N)

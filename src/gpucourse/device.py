@@ -316,6 +316,15 @@ def describe(which: str | None = None) -> DeviceInfo:
     return _describe(which or backend())
 
 
+def bandwidth_buffer_bytes(factor: int = 16, cap: int = 2 * 2**30) -> int:
+    """Bytes of one buffer of a bandwidth experiment on the active GPU: ``factor`` times its L2
+    (so the cache cannot serve it; the course's rule is well over ten times), at least 256 MiB,
+    at most ``cap`` and a tenth of the GPU's memory."""
+    info = describe()
+    want = max(factor * (info.l2_bytes or 50 * 2**20), 256 * 2**20)
+    return int(min(want, cap, (info.memory_bytes or 8 * 2**30) // 10))
+
+
 # --------------------------------------------------------------------------- banner
 
 class Banner:

@@ -60,17 +60,6 @@ def _torch_cuda() -> bool:
     return device.is_cuda() and device.torch_cuda_works()
 
 
-def _l2_bytes() -> int:
-    return device.describe().l2_bytes or 50 * MiB
-
-
-def gpu_buffer_bytes(factor: int = 16, cap: int = 2 * 2**30) -> int:
-    """Bandwidth buffer on a GPU: ``factor`` x L2 (so caches cannot help), at most ``cap``."""
-    want = max(factor * _l2_bytes(), 256 * MiB)
-    mem = device.describe().memory_bytes or 8 * 2**30
-    return int(min(want, cap, mem // 10))
-
-
 def _sync():
     device.synchronize()
 
@@ -214,7 +203,7 @@ def timing_wrong_vs_right(n: int = 1 << 22, seed: int = 0, min_time_s: float = 0
     """
     rows = _numpy_cold_vs_warm(n, seed, min_time_s)
     if _cupy() is not None:
-        rows += _gpu_timing(gpu_bytes or gpu_buffer_bytes(factor=8, cap=1 << 30), min_time_s)
+        rows += _gpu_timing(gpu_bytes or device.bandwidth_buffer_bytes(cap=1 << 30), min_time_s)
     else:
         try:
             rows += _kernel_first_launch(min_time_s=min_time_s)
@@ -398,7 +387,7 @@ def gpu_stride_sweep(strides=STRIDES, nbytes: int | None = None, block: int = BL
     if cp is None:
         raise DeviceError("The kernel stride sweep needs CuPy on a CUDA GPU; on the CPU use "
                           "cpu_stride_sweep and sector_model, or install CuPy (pip install -e .[gpu]).")
-    nbytes = nbytes or gpu_buffer_bytes(factor=16, cap=2 << 30)
+    nbytes = nbytes or device.bandwidth_buffer_bytes(cap=2 << 30)
     n = nbytes // 4
     ks = copy_kernels()
     check_copy_kernels(block=block)
@@ -470,7 +459,7 @@ def copy_at_block_size(stride: int = 1, block_size: int = BLOCK, nbytes: int | N
     if _cupy() is not None:
         import cupy as cp
 
-        n = (nbytes or gpu_buffer_bytes(factor=8, cap=1 << 30)) // 4
+        n = (nbytes or device.bandwidth_buffer_bytes(cap=1 << 30)) // 4
         xb, yb = cp.random.random(n, dtype=cp.float32), cp.empty(n, dtype=cp.float32)
         t = bench.benchmark(launch_copy, ks, xb, yb, n, int(stride), int(block_size), bytes=8 * n,
                             min_time_s=min_time_s, label=f"stride {stride}, block {block_size}")
@@ -520,7 +509,7 @@ def precision_bandwidth(precision: str = "fp16", stride: int = 8, footprint_byte
     cp = _cupy()
     xp = cp if cp is not None else np
     if cp is not None:
-        footprint_bytes = gpu_buffer_bytes(factor=8, cap=1 << 30)
+        footprint_bytes = device.bandwidth_buffer_bytes(cap=1 << 30)
     base = _big_random(footprint_bytes // 4, seed)
     rows, model = [], {}
     for prec in dict.fromkeys(("fp32", precision)):
@@ -793,7 +782,7 @@ def gpu_roofline(n: int | None = None, matmul_n: int = 8192, min_time_s: float =
                           "cpu_roofline and gpu_roofline_model.")
     from .. import kernels
 
-    n = n or gpu_buffer_bytes(factor=8, cap=1 << 30) // 4
+    n = n or device.bandwidth_buffer_bytes(cap=1 << 30) // 4
     ceiling = _copy_ceiling_gpu(n * 4, min_time_s)
     x = cp.random.random(n, dtype=cp.float32) * 2 - 0.5
     y = cp.random.random(n, dtype=cp.float32) + 0.5

@@ -784,7 +784,6 @@ def sparse_point(density: float, n: int | None = None, k: int | None = None,
 # =========================================================================== 4. fusion
 
 FUSION_N_CPU = 1 << 24   # 64 MB of float32: twice a large CPU's L3
-FUSION_N_GPU = 1 << 26   # 256 MB: far beyond any GPU's L2
 CHAIN_TEXT = "y = relu(x·1.5 + 0.25)² − 1: multiply, add, ReLU, square, subtract"
 
 
@@ -857,7 +856,8 @@ def _fusion(n, use_compile, min_time_s, seed) -> dict:
     torch = _torch()
     dev = device.torch_device()
     backend = dev
-    n = n or (FUSION_N_GPU if dev == "cuda" else FUSION_N_CPU)
+    # on a GPU: 16 x its L2 (device.bandwidth_buffer_bytes), so the chain streams from memory
+    n = n or (device.bandwidth_buffer_bytes(cap=1 << 30) // 4 if dev == "cuda" else FUSION_N_CPU)
     x_np = check.random_array(n, seed=seed, kind="normal")  # both signs: ReLU matters
     x = torch.from_numpy(x_np).to(dev)
     out_t = torch.empty_like(x)
