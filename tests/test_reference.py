@@ -66,3 +66,31 @@ def test_jsonable_gives_strict_json():
             "tup": (1, np.int32(3)), 4: "key"}
     assert json.loads(json.dumps(jsonable(data), allow_nan=False)) == {
         "nan": None, "arr": [1.0, None], "rec": {"x": 2.0}, "tup": [1, 3], "4": "key"}
+
+
+def test_data_says_when_it_was_measured_with_an_earlier_kernel(tmp_path, monkeypatch):
+    ref.write({"ch1": {"x": 1.0}}, gpu="G", command="make gpu-check", folder=tmp_path,
+              date="2026-01-01")
+    (r, _), = ref.find("ch1", "x", folder=tmp_path)
+    assert r.changed_kernels("copy.cu", "reduce.cu") == []  # measured with today's kernels
+    now = ref.kernel_fingerprints()
+    assert "copy.cu" in now and len(now["copy.cu"]) == 12
+    monkeypatch.setattr(ref, "kernel_fingerprints", lambda: {**now, "copy.cu": "0" * 12})
+    assert r.changed_kernels("copy.cu", "reduce.cu") == ["copy.cu"]
+    old = ref.Reference(gpu="G", date="2025-01-01", command="c", results={})
+    assert old.changed_kernels("copy.cu") == []  # data from before fingerprints: no claim
+
+
+def test_chapter_1_summary_names_a_kernel_changed_since_its_reference_run(tmp_path, monkeypatch):
+    import functools
+
+    from gpucourse import check
+    from gpucourse.experiments import ch1
+
+    ref.write({"ch1": {"checks": {"stride32_slowdown": check.threshold(12.0, 5, True, "s32")}}},
+              gpu="NVIDIA H200", command="make gpu-check", folder=tmp_path, date="2026-11-29")
+    monkeypatch.setattr(ref, "find", functools.partial(ref.find, folder=tmp_path))
+    assert "earlier versions" not in ch1.reference_summary()
+    now = ref.kernel_fingerprints()
+    monkeypatch.setattr(ref, "kernel_fingerprints", lambda: {**now, "copy.cu": "f" * 12})
+    assert "(with earlier versions of copy.cu than this course has now)" in ch1.reference_summary()

@@ -63,6 +63,7 @@ class Reference:
     results: dict
     driver: str = ""
     path: str = ""
+    kernels: tuple = ()  # (file, fingerprint) of the course's .cu files when it was measured
 
     @property
     def label(self) -> str:
@@ -74,6 +75,12 @@ class Reference:
         """GPU, date and the command that measured it, for text next to a figure."""
         return f"{self.gpu}, measured {self.date} with `{self.command}`"
 
+    def changed_kernels(self, *files: str) -> list[str]:
+        """Which of ``files`` (e.g. "copy.cu") differ now from the versions this data was
+        measured with; empty when they match or when the data did not record them."""
+        then, now = dict(self.kernels), kernel_fingerprints()
+        return [f for f in files if f in then and then[f] != now.get(f)]
+
     def get(self, section: str, *keys: str, default: Any = None) -> Any:
         """A value by section and nested keys, or ``default``."""
         node: Any = self.results.get(section)
@@ -82,6 +89,17 @@ class Reference:
                 return default
             node = node[k]
         return default if node is None else node
+
+
+def kernel_fingerprints() -> dict[str, str]:
+    """{file: short SHA-256} of every course kernel source, recorded with each measurement so
+    that data taken with an earlier version of a kernel can say so."""
+    import hashlib
+
+    from .kernels import KERNEL_DIR
+
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()[:12]
+            for p in sorted(KERNEL_DIR.glob("*.cu"))}
 
 
 def slug(gpu_name: str) -> str:
@@ -153,9 +171,11 @@ def section(ref: Reference, name: str) -> Reference:
     prov = node.get(PROVENANCE) if isinstance(node, dict) else None
     if not isinstance(prov, dict):
         return ref
+    kernels = prov.get("kernels")
     return Reference(gpu=ref.gpu, date=str(prov.get("date", ref.date))[:10],
                      command=str(prov.get("command", ref.command)), results=ref.results,
-                     driver=ref.driver, path=ref.path)
+                     driver=ref.driver, path=ref.path,
+                     kernels=tuple(sorted(kernels.items())) if isinstance(kernels, dict) else ())
 
 
 def find(name: str, *keys: str, folder=FOLDER) -> list[tuple[Reference, Any]]:
@@ -189,9 +209,10 @@ def write(results: dict, gpu: str, command: str, driver: str = "", folder=FOLDER
             merged = dict(load(path).results)
         except ReferenceError:
             merged = {}
+    kernels = kernel_fingerprints()
     for name, value in results.items():
         if isinstance(value, dict):
-            value = {**value, PROVENANCE: {"date": date, "command": command}}
+            value = {**value, PROVENANCE: {"date": date, "command": command, "kernels": kernels}}
         merged[name] = value
     data = {"format": FORMAT, "version": VERSION, "gpu": gpu, "date": date, "command": command,
             "driver": driver, "results": merged}

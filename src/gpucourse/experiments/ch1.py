@@ -874,7 +874,9 @@ def reference_summary() -> str:
                 "course yet (`make gpu-check` on a GPU writes them), so GPU numbers below are models.")
     lines = []
     for r in refs:
-        lines.append(r.provenance + ":")
+        changed = r.changed_kernels("copy.cu", "vector_add.cu", "reduce.cu")
+        lines.append(r.provenance + (f" (with earlier versions of {', '.join(changed)} than this "
+                                     "course has now)" if changed else "") + ":")
         for key, v in r.get("ch1", "checks", default={}).items():
             if not (isinstance(v, dict) and v.get("value") is not None):
                 continue
