@@ -28,7 +28,7 @@ import pytest
 import fakecuda
 from fakecuda.testing import (all_finite, assert_jsonable, assert_threshold, capped, finite,
                               installed, shrink_defaults)
-from gpucourse import bench, device, kernels, specs
+from gpucourse import bench, device, kernels, reference, specs
 from gpucourse.errors import CompileError, LaunchError
 from gpucourse.experiments import ch1, ch4
 
@@ -188,6 +188,35 @@ def test_ch1_gpu_check_runs_on_the_fake_gpu(fake_gpu):
 
 def test_ch4_gpu_check_runs_on_the_fake_gpu(fake_gpu):
     _assert_ch4_result(ch4.gpu_check())
+
+
+def test_what_the_gpu_checks_record_is_what_the_cpu_figures_read(tmp_path, monkeypatch):
+    """gpu_check() results, saved as reference data the way make gpu-check saves them, feed the
+    CPU path's reference overlays: chapter 1's summary, chapter 4's register count and its
+    reduction-ladder figure (which shows a note instead when the keys do not match)."""
+    import functools
+
+    from matplotlib.figure import Figure
+
+    from gpucourse.plot import ch4 as plot4
+
+    with installed() as (cp, mp):
+        capped(mp, device, "bandwidth_buffer_bytes", CH1_BUFFER_BYTES)
+        shrink_defaults(mp, ch1.gpu_roofline, matmul_n=CH1_MATMUL_N)
+        capped(mp, ch4, "default_sweep_n", CH4_SWEEP_N)
+        shrink_defaults(mp, ch4.histogram, n=CH4_HISTOGRAM_N)
+        shrink_defaults(mp, ch4.divergence, n=CH4_DIVERGENCE_N)
+        shrink_defaults(mp, ch4.streams, nbytes=CH4_STREAMS_BYTES)
+        shrink_defaults(mp, ch4.reduction, n=CH4_REDUCTION_N)
+        results = {"ch1": ch1.gpu_check(), "ch4": ch4.gpu_check()}
+    reference.write(reference.jsonable(results), gpu="NVIDIA H200", folder=tmp_path,
+                    command="python tools/gpu_check.py (fake GPU)")
+    monkeypatch.setattr(reference, "find", functools.partial(reference.find, folder=tmp_path))
+    assert device.backend() == "cpu"
+    assert "coalesced_pct_of_copy = " in ch1.reference_summary()
+    assert ch4._saxpy_regs_without_gpu()[0] == fakecuda.NUM_REGS
+    red = ch4.reduction(n=1 << 12, min_time_s=0.01)
+    assert isinstance(plot4.reduction_reference_figure(red), Figure)
 
 
 def test_gpu_check_tool_runs_chapters_1_and_4_on_the_fake_gpu(fake_gpu, tmp_path, capsys):
