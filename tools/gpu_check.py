@@ -4,12 +4,13 @@
                                               [--chapters 1,4] [--budget-s 270]
 
 Uses the Python it is run with and installs nothing; a missing piece (CuPy, pytest, a
-chapter) is skipped with one line saying why. Steps: `pytest tests/gpu -m gpu`; every
+chapter) is skipped with one line saying why. Steps: `pytest tests/gpu -m gpu`; the
+`gpu_check()` of each chapter module gpucourse.experiments.chN that has one, its dict stored
+under "chapters" (first, so that chapter 1 finds its copy kernel not yet built); then every
 kernel of vector_add, copy, transpose and reduce on arrays much larger than the L2 cache,
-checked against a reference first, then timed with gpucourse.bench (median of CUDA-event
-samples); then the `gpu_check()` of each chapter module gpucourse.experiments.chN that has
-one, its dict stored under "chapters". Writes results/gpu_check-<date>.json (GPU, driver,
-date, command, figures) and prints a short table. Meant to finish in under 5 minutes.
+launched as the chapters launch them, checked against a reference first, then timed with
+gpucourse.bench (median of CUDA-event samples). Writes results/gpu_check-<date>.json (GPU,
+driver, date, command, figures) and prints a short table. Meant to finish in under 5 minutes.
 """
 from __future__ import annotations
 
