@@ -158,6 +158,9 @@ def test_reference_summary_reads_old_and_new_check_shapes(tmp_path, monkeypatch)
     text = ch1.reference_summary()
     assert "coalesced_pct_of_copy = 91.5 (copy; the course's target is 80: met)" in text
     assert "coalesced_pct_of_copy = 59.4 (coalesced_pct_of_copy; the course's target is 80: not met)" in text
+    reference.write({"ch1": {"timing": {"rows": []}}}, gpu="NVIDIA L4", command="c",
+                    folder=tmp_path, date="2026-09-01")
+    assert "NVIDIA L4, measured 2026-09-01 with `c`\n" in ch1.reference_summary() + "\n"  # no dangling colon
 
 
 def test_gpu_stride_figure_shows_every_coalesced_version():

@@ -197,3 +197,7 @@ def test_block_sweep_without_gpu_takes_registers_from_reference_data(tmp_path, m
     reference.write({"ch4": {"block_sweep": {"regs_per_thread": 11, "block_sizes": [32]}}},
                     gpu="NVIDIA L4", command="make gpu-check", folder=tmp_path, date="2026-11-02")
     assert ch4._saxpy_regs_without_gpu() == (11, "compiled on NVIDIA L4, reference run of 2026-11-02")
+    # a GPU run that could not read the count recorded its assumption: not a compiler's figure
+    reference.write({"ch4": {"block_sweep": {"regs_per_thread": 16, "regs_source": "assumed"}}},
+                    gpu="NVIDIA L4", command="make gpu-check", folder=tmp_path, date="2026-11-03")
+    assert ch4._saxpy_regs_without_gpu()[1].startswith("assumed")

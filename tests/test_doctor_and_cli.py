@@ -36,6 +36,11 @@ def test_doctor_reports_the_compiler_the_emulator_uses(monkeypatch, tmp_path):
     assert f.status == doctor.FAIL and "no-such-compiler" in f.detail and "CXX" in f.fix
     gxx = shutil.which("g++") or shutil.which("c++")
     if gxx:
+        from gpucourse.emulator.build import compiler
+
         monkeypatch.setenv("CXX", gxx)
         f = doctor._cxx_compiler()
         assert f.status == doctor.OK and gxx in f.detail
+        assert compiler()[0] == gxx  # what the emulator uses from now on, not a stale cache
+    monkeypatch.delenv("CXX")
+    doctor._cxx_compiler()  # leave the emulator's cache as the test found it

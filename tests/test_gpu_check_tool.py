@@ -12,10 +12,13 @@ def test_threshold_summary_prints_figures_and_yes_no_checks(capsys):
             "copy": check.threshold(59.4, 80, False, "coalesced copy % of library copy")}}},
         "3": {"status": "ok", "result": {"checks": {
             "nccl_selected": check.threshold(None, None, True, "NCCL chosen")}}},
+        "4": {"status": "ok", "result": {"checks": {
+            "crossover": check.threshold(0.12, None, True, "density found")}}},
         "5": {"status": "skipped", "reason": "time budget spent"}})
     out = capsys.readouterr().out
     assert "ch1 FAIL copy: 59.4 (limit 80) coalesced copy" in out
     assert "ch3 PASS nccl_selected: NCCL chosen" in out
+    assert "ch4 PASS crossover: 0.12 (limit -) density found" in out  # a value without a limit
     assert "ch5: skipped: time budget spent" in out
 
 

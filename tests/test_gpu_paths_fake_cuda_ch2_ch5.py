@@ -29,7 +29,7 @@ import pytest
 
 from fakecuda.testing import (all_finite, assert_jsonable, assert_threshold, capped, finite,
                               installed, shrink_defaults)
-from gpucourse import bench, reference, specs
+from gpucourse import bench, device, reference, specs
 from gpucourse.display import Note, Table
 from gpucourse.experiments import ch2, ch5
 from gpucourse.plot import ch2 as fig2, ch5 as fig5, ladder
@@ -71,8 +71,9 @@ def _fake_gpu():
             return real_sgemm(min(n or ch5.default_sgemm_n(), CH5_SGEMM_N), *args, **kwargs)
 
         mp.setattr(ch5, "sgemm_ladder", sgemm_at_most)
-        # PyTorch is on the CPU here, so fusion and the sparse sweep take the CPU sizes.
-        mp.setattr(ch5, "FUSION_N_CPU", CH5_FUSION_N)
+        # The fusion's CuPy rows run on the (fake) GPU, so it takes the GPU size rule; PyTorch
+        # is on the CPU here, so the sparse sweep takes the CPU sizes.
+        capped(mp, device, "bandwidth_buffer_bytes", 4 * CH5_FUSION_N)
         mp.setitem(ch5.SPARSE_CPU, "n", CH5_SPARSE_N)
         mp.setitem(ch5.SPARSE_GPU, "n", CH5_SPARSE_N)
         shrink_defaults(mp, ch5.precision_sweep, n=CH5_PRECISION_N)

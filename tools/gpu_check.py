@@ -224,14 +224,15 @@ def print_thresholds(chapters: dict) -> None:
             print(f"  ch{n}: {chapter.get('status')}: {chapter.get('reason') or chapter.get('error', '')}")
             continue
         result = chapter.get("result") or {}
-        # every chapter reports check.threshold dicts; a yes/no check has no value or limit
+        # every chapter reports check.threshold dicts; a yes/no check has no value and no limit
         for name, c in (result.get("checks") or {}).items():
             verdict = "PASS" if c.get("passed") else "FAIL"
-            if c.get("threshold") is None:
+            if c.get("value") is None and c.get("threshold") is None:
                 print(f"  ch{n} {verdict} {name}: {c.get('what', '')}")
                 continue
             value = "-" if c.get("value") is None else f"{c['value']:.3g}"
-            print(f"  ch{n} {verdict} {name}: {value} (limit {c['threshold']:.3g}) {c.get('what', '')}")
+            limit = "-" if c.get("threshold") is None else f"{c['threshold']:.3g}"
+            print(f"  ch{n} {verdict} {name}: {value} (limit {limit}) {c.get('what', '')}")
 
 
 def write_reference(record: dict) -> Path:

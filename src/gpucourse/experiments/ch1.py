@@ -875,8 +875,7 @@ def reference_summary() -> str:
     lines = []
     for r in refs:
         changed = r.changed_kernels("copy.cu", "vector_add.cu", "reduce.cu")
-        lines.append(r.provenance + (f" (with earlier versions of {', '.join(changed)} than this "
-                                     "course has now)" if changed else "") + ":")
+        figures = []
         for key, v in r.get("ch1", "checks", default={}).items():
             if not (isinstance(v, dict) and v.get("value") is not None):
                 continue
@@ -884,7 +883,10 @@ def reference_summary() -> str:
             met = "met" if v.get("passed", v.get("pass")) else "not met"
             target = f"; the course's target is {v['threshold']:g}: {met}" \
                 if v.get("threshold") is not None else f": {met}"
-            lines.append(f"  {key} = {v['value']:.3g} ({v.get('what', key)}{target})")
+            figures.append(f"  {key} = {v['value']:.3g} ({v.get('what', key)}{target})")
+        lines.append(r.provenance + (f" (with earlier versions of {', '.join(changed)} than this "
+                                     "course has now)" if changed else "") + (":" if figures else ""))
+        lines += figures
     return "\n".join(lines)
 
 

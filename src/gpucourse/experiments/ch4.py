@@ -164,7 +164,9 @@ def _saxpy_arrays(n: int):
 def _saxpy_regs_without_gpu() -> tuple[int, str]:
     """saxpy's registers per thread as a reference run's compiler reported them, else assumed."""
     for ref, sweep in reference.find("ch4", "block_sweep"):
-        if isinstance(sweep, dict) and sweep.get("regs_per_thread"):
+        # only a count the GPU's compiler reported (files from before regs_source had only that)
+        if (isinstance(sweep, dict) and sweep.get("regs_per_thread")
+                and sweep.get("regs_source", "compiled kernel") == "compiled kernel"):
             return int(sweep["regs_per_thread"]), f"compiled on {ref.gpu}, reference run of {ref.date}"
     return SAXPY_REGS_ASSUMED, "assumed; at most 32, so registers never limit occupancy here"
 
@@ -942,7 +944,8 @@ def gpu_check() -> dict:
         "passed": all(c["passed"] for c in checks.values()),
         "block_sweep": {"block_sizes": sweep["block_sizes"], "gbps": sweep["measured"]["gbps"],
                         "median_s": times, "n": sweep["n"], "recommended": rec,
-                        "regs_per_thread": sweep["regs_per_thread"]},
+                        "regs_per_thread": sweep["regs_per_thread"],
+                        "regs_source": sweep["regs_source"]},
         "divergence": {"versions": div["versions"], "median_s": div["measured"]["median_s"],
                        "n": div["n"], "k": div["k"]},
         "histogram": {"skews": hist["skews"], "v1_s": hist["measured"]["v1_s"],

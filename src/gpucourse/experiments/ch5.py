@@ -856,8 +856,10 @@ def _fusion(n, use_compile, min_time_s, seed) -> dict:
     torch = _torch()
     dev = device.torch_device()
     backend = dev
-    # on a GPU: 16 x its L2 (device.bandwidth_buffer_bytes), so the chain streams from memory
-    n = n or (device.bandwidth_buffer_bytes(cap=1 << 30) // 4 if dev == "cuda" else FUSION_N_CPU)
+    # On a GPU (PyTorch's, or CuPy's alone): 16 x its L2 (device.bandwidth_buffer_bytes), so
+    # the chain streams from memory; the CuPy rows are that GPU's figures either way.
+    gpu = dev == "cuda" or on_gpu()
+    n = n or (device.bandwidth_buffer_bytes(cap=1 << 30) // 4 if gpu else FUSION_N_CPU)
     x_np = check.random_array(n, seed=seed, kind="normal")  # both signs: ReLU matters
     x = torch.from_numpy(x_np).to(dev)
     out_t = torch.empty_like(x)

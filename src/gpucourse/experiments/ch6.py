@@ -296,7 +296,8 @@ def int8_symmetric(x: torch.Tensor, dim: int | None = None) -> tuple[torch.Tenso
     broadcastable dimension; an all-zero slice gets scale 1. Returns (q, scale), x ≈ q * scale."""
     x = x.float()
     amax = x.abs().max() if dim is None else x.abs().amax(dim=dim, keepdim=True)
-    scale = torch.where(amax > 0, amax / 127, torch.ones_like(amax))
+    # NaN stays NaN (the slice cannot be quantized); only a true all-zero slice gets scale 1
+    scale = torch.where((amax > 0) | torch.isnan(amax), amax / 127, torch.ones_like(amax))
     return to_int8(x, scale), scale
 
 
@@ -774,11 +775,11 @@ def step_times(setup: ScalingSetup = ScalingSetup(), dev: str | None = None,
     return out
 
 
-@functools.lru_cache(maxsize=4)
 def _cpu_name() -> str:
     return device.describe("cpu").short_name
 
 
+@functools.lru_cache(maxsize=4)
 def _checkpoint(steps: int, setup: ScalingSetup):
     """Master weights after ``steps`` FP32 steps (where gradients have become small)."""
     dev = "cpu"
