@@ -44,17 +44,22 @@ TOOL_N, TOOL_SIDE = 1 << 15, 128
 OFF_GRID_BLOCK = 160  # a block size that ch4.BLOCK_SIZES does not hold
 
 
+def _small_ch1_ch4(mp) -> None:
+    """Chapters 1 and 4 at the test's tiny sizes (the code paths stay the real ones)."""
+    capped(mp, device, "bandwidth_buffer_bytes", CH1_BUFFER_BYTES)
+    shrink_defaults(mp, ch1.gpu_roofline, matmul_n=CH1_MATMUL_N)
+    capped(mp, ch4, "default_sweep_n", CH4_SWEEP_N)
+    shrink_defaults(mp, ch4.histogram, n=CH4_HISTOGRAM_N)
+    shrink_defaults(mp, ch4.divergence, n=CH4_DIVERGENCE_N)
+    shrink_defaults(mp, ch4.streams, nbytes=CH4_STREAMS_BYTES)
+    shrink_defaults(mp, ch4.reduction, n=CH4_REDUCTION_N)
+
+
 @pytest.fixture
 def fake_gpu():
     """The fake CUDA GPU, installed for one test and fully removed afterwards."""
     with installed() as (cp, mp):
-        capped(mp, device, "bandwidth_buffer_bytes", CH1_BUFFER_BYTES)
-        shrink_defaults(mp, ch1.gpu_roofline, matmul_n=CH1_MATMUL_N)
-        capped(mp, ch4, "default_sweep_n", CH4_SWEEP_N)
-        shrink_defaults(mp, ch4.histogram, n=CH4_HISTOGRAM_N)
-        shrink_defaults(mp, ch4.divergence, n=CH4_DIVERGENCE_N)
-        shrink_defaults(mp, ch4.streams, nbytes=CH4_STREAMS_BYTES)
-        shrink_defaults(mp, ch4.reduction, n=CH4_REDUCTION_N)
+        _small_ch1_ch4(mp)
         yield cp
 
 
@@ -201,13 +206,7 @@ def test_what_the_gpu_checks_record_is_what_the_cpu_figures_read(tmp_path, monke
     from gpucourse.plot import ch4 as plot4
 
     with installed() as (cp, mp):
-        capped(mp, device, "bandwidth_buffer_bytes", CH1_BUFFER_BYTES)
-        shrink_defaults(mp, ch1.gpu_roofline, matmul_n=CH1_MATMUL_N)
-        capped(mp, ch4, "default_sweep_n", CH4_SWEEP_N)
-        shrink_defaults(mp, ch4.histogram, n=CH4_HISTOGRAM_N)
-        shrink_defaults(mp, ch4.divergence, n=CH4_DIVERGENCE_N)
-        shrink_defaults(mp, ch4.streams, nbytes=CH4_STREAMS_BYTES)
-        shrink_defaults(mp, ch4.reduction, n=CH4_REDUCTION_N)
+        _small_ch1_ch4(mp)
         results = {"ch1": ch1.gpu_check(), "ch4": ch4.gpu_check()}
     reference.write(reference.jsonable(results), gpu="NVIDIA H200", folder=tmp_path,
                     command="python tools/gpu_check.py (fake GPU)")
