@@ -344,3 +344,18 @@ def test_bandwidth_experiments_size_their_buffers_well_over_ten_times_l2():
         from gpucourse.experiments import ch2
 
         assert ch2.transpose_side() ** 2 * 4 >= 10 * l2
+
+
+def test_gpu_check_skips_chapters_whose_library_is_missing(fake_gpu, capsys):
+    """CuPy works but PyTorch is a CPU build (as here): chapters 3 and 6, which run PyTorch on
+    the GPU, are skipped with the reason, not reported as errors."""
+    import time
+
+    import gpu_check
+
+    record: dict = {}
+    gpu_check.chapter_checks(time.perf_counter() + 60, lambda: None, record, only={3, 6})
+    for n in ("3", "6"):
+        assert record["chapters"][n]["status"] == "skipped", record["chapters"][n]
+        assert "CUDA build of PyTorch" in record["chapters"][n]["reason"]
+    assert capsys.readouterr().out.count("skip: chapter") == 2

@@ -179,6 +179,7 @@ def print_table(rows: list[dict]) -> None:
 # --------------------------------------------------------------------------- chapters
 
 def chapter_checks(budget_end: float, save, record: dict, only=None) -> dict:
+    from gpucourse.errors import MissingDependency
     from gpucourse.experiments import CHAPTERS
 
     out = record.setdefault("chapters", {})
@@ -208,6 +209,9 @@ def chapter_checks(budget_end: float, save, record: dict, only=None) -> dict:
             out[str(n)] = {"status": "ok", "seconds": round(time.perf_counter() - t0, 1),
                            "result": result}
             print(f"chapter {n}: done in {time.perf_counter() - t0:.1f} s", flush=True)
+        except MissingDependency as exc:  # e.g. no CUDA build of PyTorch: skip, say why
+            note(f"chapter {n}", str(exc))
+            out[str(n)] = {"status": "skipped", "reason": str(exc)}
         except Exception as exc:
             out[str(n)] = {"status": "error", "error": f"{type(exc).__name__}: {exc}",
                            "trace": traceback.format_exc()[-2000:]}

@@ -17,6 +17,11 @@ class DeviceError(CourseError, RuntimeError):
     """The requested device or backend is not usable here."""
 
 
+class MissingDependency(DeviceError):
+    """A GPU is here, but a library a step needs (CuPy, a CUDA build of PyTorch) is not:
+    ``make gpu-check`` skips that step with this sentence instead of failing."""
+
+
 class SpecError(CourseError, ValueError):
     """An unknown GPU, compute capability or precision, or a value outside a hardware limit."""
 

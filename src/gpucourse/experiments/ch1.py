@@ -16,7 +16,8 @@ import numpy as np
 
 from .. import bench, check, device, models, specs
 from ..check.timing import SimulatedAsyncDevice
-from ..errors import CourseError, DeviceError, LaunchError, PrecisionError, SpecError
+from ..errors import (CourseError, DeviceError, LaunchError, MissingDependency, PrecisionError,
+                      SpecError)
 
 STRIDES = (1, 2, 4, 8, 16, 32)
 BLOCK = 256
@@ -939,7 +940,7 @@ def gpu_check() -> dict:
     """
     device.require_cuda("chapter 1's gpu_check")
     if _cupy() is None:
-        raise DeviceError("chapter 1's gpu_check needs CuPy to run copy.cu on the GPU "
+        raise MissingDependency("chapter 1's gpu_check needs CuPy to run copy.cu on the GPU "
                           "(pip install -e .[gpu]).")
     out = {"device": device.describe().short_name}
     # First, while the copy kernel has not been built in this process: its cold first call.

@@ -42,7 +42,7 @@ import torch.nn as nn
 from ..bench import format_bytes as _fmt_bytes, format_time as _fmt_s
 from .. import bench, check, models
 from .. import device as _device
-from ..errors import CourseError
+from ..errors import CourseError, MissingDependency
 
 MASTER_ADDR = "127.0.0.1"
 # A collective that waits longer than this fails inside the worker (init_process_group's timeout).
@@ -1667,6 +1667,9 @@ def gpu_check() -> dict:
     and are reported as not measured.
     """
     _device.require_cuda("chapter 3's GPU check")
+    if not _device.torch_cuda_works():
+        raise MissingDependency("chapter 3's GPU check runs torch.distributed with NCCL on the GPUs; "
+                                "install a CUDA build of PyTorch (see the README).")
     gpus = gpu_count()
     out: dict[str, Any] = {"gpus": gpus, "device": torch.cuda.get_device_name(0)}
     t_start = time.perf_counter()

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import bench, check, device, models, reference, specs
 from ..display import Table
-from ..errors import DeviceError
+from ..errors import MissingDependency
 from ..models import ceil_div
 
 # The GPU the models describe when no GPU is present (any name from specs.names()).
@@ -908,7 +908,7 @@ def gpu_check() -> dict:
     """The figures chapter 4's issue names, measured on this GPU, with each threshold's pass/fail."""
     device.require_cuda("chapter 4's GPU check")
     if not device.cupy_works():
-        raise DeviceError("chapter 4's GPU check runs CUDA C kernels through CuPy, which is "
+        raise MissingDependency("chapter 4's GPU check runs CUDA C kernels through CuPy, which is "
                           "missing here: install it (pip install -e .[gpu]).")
     sweep = block_size_sweep(min_time_s=0.05)
     times = sweep["measured"]["median_s"]

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import bench, check, device, models, reference, specs
 from ..display import Note, Table
-from ..errors import DeviceError, PrecisionError
+from ..errors import DeviceError, MissingDependency, PrecisionError
 from ..models import ceil_div
 
 SECTION = "ch5"
@@ -1131,7 +1131,7 @@ def gpu_check() -> dict:
     """
     device.require_cuda("chapter 5's GPU check")
     if not device.cupy_works():
-        raise DeviceError("chapter 5's GPU check runs CUDA C kernels through CuPy; "
+        raise MissingDependency("chapter 5's GPU check runs CUDA C kernels through CuPy; "
                           "install it (pip install -e .[gpu]).")
     t0 = time.perf_counter()
     torch_gpu = torch_on_gpu()

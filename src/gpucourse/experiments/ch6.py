@@ -30,7 +30,7 @@ from .. import bench, check, device, models, reference, specs
 from ..display import Table
 from ..check.ch6 import ReferenceScaler
 from ..check.ch6 import _expected_choice as _precision_rule
-from ..errors import DeviceError, PrecisionError
+from ..errors import MissingDependency, PrecisionError
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "int8")
 DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
@@ -1387,7 +1387,7 @@ def gpu_check() -> dict:
     """The figures chapter 6's issue names, measured on this GPU, with each threshold's pass/fail."""
     device.require_cuda("chapter 6's GPU check")
     if not device.torch_cuda_works():
-        raise DeviceError("chapter 6's GPU check runs PyTorch on the GPU; install a CUDA build "
+        raise MissingDependency("chapter 6's GPU check runs PyTorch on the GPU; install a CUDA build "
                           "of PyTorch (see the README).")
     dev = "cuda"
     cc = torch.cuda.get_device_capability()
