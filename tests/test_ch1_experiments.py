@@ -187,3 +187,9 @@ def test_every_roofline_uses_the_same_minimum_work():
     assert model["vector add"]["bytes"] == 6 * n and model[f"matmul {m}x{m}"]["flops"] == 2 * m**3
     add = ch1._work("vector add", 4000, 64)
     assert (add["flops"], add["dev_bytes"]) == w["vector add"]
+
+
+@pytest.mark.parametrize("stride,block", [(0, 256), (1, 0), (-2, 128)])
+def test_a_zero_block_or_stride_is_one_sentence_not_a_division_by_zero(stride, block):
+    with pytest.raises(LaunchError, match="must both be at least 1"):
+        ch1.copy_at_block_size(stride, block)

@@ -201,3 +201,11 @@ def test_block_sweep_without_gpu_takes_registers_from_reference_data(tmp_path, m
     reference.write({"ch4": {"block_sweep": {"regs_per_thread": 16, "regs_source": "assumed"}}},
                     gpu="NVIDIA L4", command="make gpu-check", folder=tmp_path, date="2026-11-03")
     assert ch4._saxpy_regs_without_gpu()[1].startswith("assumed")
+
+
+def test_block_size_zero_is_one_sentence():
+    from gpucourse.errors import LaunchError
+
+    sweep = ch4.block_size_sweep(n=4096)
+    with pytest.raises(LaunchError, match="must be at least 1"):
+        ch4.block_size_point(0, sweep)

@@ -259,3 +259,10 @@ def test_reference_data_is_drawn_and_labelled(tmp_path, monkeypatch):
     fig = p5.precision_figure(ch5.precision_model(), None, refs)
     labels = fig.axes[0].get_legend_handles_labels()[1]
     assert any("2026-01-02" in lab and "H200" in lab for lab in labels)
+
+
+def test_a_matrix_size_below_one_is_one_sentence():
+    from gpucourse.errors import LaunchError
+
+    with pytest.raises(LaunchError, match="must be at least 1"):
+        ch5.matmul_size_point(0)

@@ -324,8 +324,15 @@ def grid_stride_blocks(n: int, block: int = BLOCK) -> int:
     return min(math.ceil(n / block), 32 * (device.describe().sm_count or 80))
 
 
+def _check_block_and_stride(block: int, stride: int | None) -> None:
+    if block < 1 or (stride is not None and stride < 1):
+        raise LaunchError(f"block size {block} and stride {stride} must both be at least 1 "
+                          "(e.g. block 256, stride 1 for a coalesced copy).")
+
+
 def launch_copy(ks: dict, x, y, n: int, stride: int | None, block: int = BLOCK) -> None:
     """One copy of ``n`` floats: the coalesced kernel when ``stride`` is None, else the strided one."""
+    _check_block_and_stride(block, stride)
     if stride is None:
         ks["coalesced"]((math.ceil(n / block),), (block,), (x, y, np.int32(n)))
         return
@@ -448,6 +455,7 @@ def copy_at_block_size(stride: int = 1, block_size: int = BLOCK, nbytes: int | N
 
     A block size the device cannot launch raises a LaunchError that says what to change.
     """
+    _check_block_and_stride(int(block_size), int(stride))
     ks = copy_kernels()
     small = 3 * int(block_size) + 5
     x_host = check.random_array(small, np.float32, seed=int(stride))

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import bench, check, device, models, reference, specs
 from ..display import Table
-from ..errors import MissingDependency
+from ..errors import LaunchError, MissingDependency
 from ..models import ceil_div
 
 # The GPU the models describe when no GPU is present (any name from specs.names()).
@@ -229,6 +229,9 @@ def block_size_point(block_size: int, sweep: dict, gpu=None, min_time_s: float =
     ``gpu`` (CPU only) switches the models to another GPU of the spec table.
     """
     b = int(block_size)
+    if b < 1:
+        raise LaunchError(f"block size {b} must be at least 1 (a multiple of 32, such as 256, "
+                          "wastes no lanes).")
     if gpu is not None and not device.is_cuda() and specs.lookup(gpu).name != sweep["gpu"]:
         spec = specs.lookup(gpu)
         curve = _with_waves(occupancy_curve(spec, sweep["block_sizes"], sweep["regs_per_thread"]),

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import bench, check, device, models, reference, specs
 from ..display import Note, Table
-from ..errors import DeviceError, MissingDependency, PrecisionError
+from ..errors import DeviceError, LaunchError, MissingDependency, PrecisionError
 from ..models import ceil_div
 
 SECTION = "ch5"
@@ -487,6 +487,8 @@ def _cpu_ladder(n, n_python, min_time_s, seed, include_python) -> bench.Timings:
 def matmul_size_point(n: int, min_time_s: float = 0.05) -> bench.Timings:
     """The size widget's experiment: the CPU ladder at n (Python loops only while n <= 64),
     or on a GPU the hand-written v2, v3, v6 and cuBLAS at n."""
+    if int(n) < 1:
+        raise LaunchError(f"matrix size {n} must be at least 1 (e.g. 256).")
     if on_gpu():
         res = sgemm_ladder(n=n, versions=("matmul_v2_coalesced", "matmul_v3_shared",
                                           "matmul_v6_vectorized"), min_time_s=min_time_s)
