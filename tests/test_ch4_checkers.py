@@ -204,3 +204,13 @@ def test_pipeline_accepts_the_solution(capsys):
 def test_pipeline_rejects(wrong):
     with expect_failure("the model gives"):
         c4.check_pipeline_time(wrong)
+
+
+def test_launch_config_takes_the_launch_style_tuples_too(capsys):
+    c4.check_launch_config(lambda n, r, s, g: tuple((v,) for v in choose_launch(n, r, s, g)))
+    assert "Exercise 4.1 passed" in capsys.readouterr().out
+
+
+def test_a_function_without_return_is_named_as_such():
+    with expect_failure("does your function end with `return"):
+        c4.check_pipeline_time(lambda *args: None)

@@ -73,3 +73,20 @@ def test_explorer_shows_errors_instead_of_raising():
     w = widgets.explore(run, str, n=widgets.block_size_slider())
     assert isinstance(w.error, ValueError) and "block size 0" in w.status.value
     assert 100 in w.controls["n"].options and 48 in w.controls["n"].options
+
+
+def test_widget_controls_refuse_bad_settings_in_one_sentence():
+    from gpucourse import widgets
+    from gpucourse.errors import CourseError
+
+    with pytest.raises(CourseError, match="1 <= min <= max"):
+        widgets.log2_slider(4096, 0, 8192)  # used to loop for ever
+    with pytest.raises(CourseError, match="1000 is not one of the elements options"):
+        widgets.log2_slider(1000, 1, 4096, description="elements")
+    with pytest.raises(CourseError, match="300 is not one of"):
+        widgets.block_size_slider(value=300)
+    with pytest.raises(CourseError, match="'c' is not one of"):
+        widgets.choice(["a", "b"], value="c")
+    with pytest.raises(CourseError, match="at least one option"):
+        widgets.precision_dropdown({})
+    assert widgets.log2_slider(64, 1, 64).options[-1] == 64

@@ -15,12 +15,27 @@ from typing import Callable, Mapping
 import ipywidgets as W
 from IPython.display import display
 
+from .errors import CourseError
+
 DEFAULT_BLOCK_SIZES = (32, 48, 64, 96, 100, 128, 192, 200, 256, 384, 512, 768, 1024)
+
+
+def _one_of(value, options, what: str):
+    """``value`` if it is one of ``options``, else one sentence naming them."""
+    options = list(options)
+    if not options:
+        raise CourseError(f"the {what} control needs at least one option.")
+    if value not in options:
+        shown = ", ".join(map(str, options[:12])) + (", ..." if len(options) > 12 else "")
+        raise CourseError(f"{value!r} is not one of the {what} options ({shown}); start the "
+                          "control at one of them.")
+    return value
 
 
 def block_size_slider(values=DEFAULT_BLOCK_SIZES, value: int = 256,
                       description: str = "block size") -> W.SelectionSlider:
     """A slider over block sizes, including a few that are not multiples of 32."""
+    _one_of(value, values, description or "block size")
     return W.SelectionSlider(options=list(values), value=value, description=description,
                              continuous_update=False, style={"description_width": "initial"})
 
@@ -32,6 +47,8 @@ def choice(options, value=None, description: str = "",
     The reason shows in the option's label; choosing it shows the reason instead of running.
     """
     unavailable = dict(unavailable or {})
+    options = list(options)
+    _one_of(options[0] if value is None and options else value, options, description or "choice")
     labels = [(f"{o}  (unavailable: {unavailable[o]})" if o in unavailable else str(o), o)
               for o in options]
     first_ok = next((o for o in options if o not in unavailable), options[0])
@@ -55,10 +72,14 @@ def int_slider(value: int, min: int, max: int, step: int = 1, description: str =
 
 def log2_slider(value: int, min: int, max: int, description: str = "") -> W.SelectionSlider:
     """A slider over powers of two from ``min`` to ``max``."""
+    if not (isinstance(min, int) and isinstance(max, int) and 1 <= min <= max):
+        raise CourseError(f"a power-of-two slider needs whole numbers 1 <= min <= max, got min={min!r}, "
+                          f"max={max!r}.")
     opts, v = [], min
     while v <= max:
         opts.append(v)
         v *= 2
+    _one_of(value, opts, description or "slider")
     return W.SelectionSlider(options=opts, value=value, description=description,
                              continuous_update=False, style={"description_width": "initial"})
 

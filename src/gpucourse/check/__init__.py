@@ -166,6 +166,12 @@ class Exercise:
         if isinstance(exc, AssertionError):
             raise AssertionError(f"Exercise {self.number} ({self.title}) not yet right:\n{exc}") \
                 from exc.__cause__
+        if isinstance(exc, TypeError) and "NoneType" in str(exc):
+            # The likeliest cause by far: a function without `return`, or a cell left as None.
+            raise AssertionError(
+                f"Exercise {self.number} ({self.title}) not yet right:\nyour answer gave None "
+                f"where the checker needs a value: does your function end with `return ...`? "
+                f"({exc})") from exc
         return False
 
 

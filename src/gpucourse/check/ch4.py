@@ -59,7 +59,9 @@ def check_launch_config(choose, number: str = "4.1",
             got = choose(n, regs, smem, gpu)
             assert isinstance(got, tuple) and len(got) == 2, \
                 f"return a tuple (grid, block); got {got!r} for {case}."
-            grid, block = (int(v) for v in got)
+            # the launch style ((grid,), (block,)) means the same in one dimension
+            grid, block = (int(v[0]) if isinstance(v, tuple) and len(v) == 1 else int(v)
+                           for v in got)
             assert block % WARP == 0 and 32 <= block <= 1024, (
                 f"block {block} for {case}: use a multiple of 32 between 32 and 1024, or the "
                 f"last warp of every block runs with {WARP - block % WARP} of its lanes idle.")
