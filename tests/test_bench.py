@@ -66,3 +66,14 @@ def test_exceptions_propagate():
         raise ValueError("boom")
     with pytest.raises(ValueError, match="boom"):
         bench.benchmark(bad, backend="cpu")
+
+
+def test_bad_settings_are_one_sentence():
+    from gpucourse.errors import DeviceError
+
+    with pytest.raises(DeviceError, match="not one of 'cpu' or 'cuda'"):
+        bench.benchmark(lambda: None, backend="gpu")
+    with pytest.raises(ValueError, match="at least 1 call per sample"):
+        bench.benchmark(lambda: None, batch=0)
+    with pytest.raises(ValueError, match="cannot be negative"):
+        bench.benchmark(lambda: None, bytes=-1)

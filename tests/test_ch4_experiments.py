@@ -209,3 +209,14 @@ def test_block_size_zero_is_one_sentence():
     sweep = ch4.block_size_sweep(n=4096)
     with pytest.raises(LaunchError, match="must be at least 1"):
         ch4.block_size_point(0, sweep)
+
+
+def test_kernel_source_and_skew_say_what_to_use():
+    from gpucourse.errors import CourseError
+
+    with pytest.raises(CourseError, match="no kernel file bogus.cu"):
+        ch4.kernel_source("bogus", "x")
+    with pytest.raises(CourseError, match="histogram.cu has no kernel 'x'; it has: histogram_v1"):
+        ch4.kernel_source("histogram", "x")
+    with pytest.raises(CourseError, match="0.5 for 50 %"):
+        ch4.histogram_point(50, n=1000, min_time_s=0.01)

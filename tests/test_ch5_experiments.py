@@ -266,3 +266,11 @@ def test_a_matrix_size_below_one_is_one_sentence():
 
     with pytest.raises(LaunchError, match="must be at least 1"):
         ch5.matmul_size_point(0)
+
+
+def test_a_density_outside_0_1_is_one_sentence():
+    from gpucourse.errors import LaunchError
+
+    for bad in (5, -0.1, float("nan"), 0):
+        with pytest.raises(LaunchError, match="fraction of non-zeros"):
+            ch5.sparse_point(bad)

@@ -193,3 +193,9 @@ def test_int8_rounding_keeps_nan_and_zero_apart():
     w = torch.tensor([[0.5, -2.0], [0.0, 0.0]])
     q, s = ch6.quantize_per_channel(w)
     assert q.tolist() == [[32, -127], [0, 0]] and s.tolist() == pytest.approx([2.0 / 127, 1.0])
+
+
+def test_a_loss_scale_exponent_out_of_range_is_one_sentence():
+    for bad in (65536, float("inf"), float("nan")):
+        with pytest.raises(PrecisionError, match="16 means a scale of 65536"):
+            ch6.zeroed_at_scale(bad)

@@ -90,3 +90,8 @@ def test_widget_controls_refuse_bad_settings_in_one_sentence():
     with pytest.raises(CourseError, match="at least one option"):
         widgets.precision_dropdown({})
     assert widgets.log2_slider(64, 1, 64).options[-1] == 64
+
+
+def test_ladder_names_its_metrics():
+    with pytest.raises(ValueError, match="not one of 'time', 'gbps', 'gflops'"):
+        plot.ladder(_timings(), metric="GFLOPS")

@@ -240,6 +240,13 @@ def benchmark(fn: Callable, *args, label: str | None = None, bytes: float | None
     ``"cpu"`` to time CPU work with a host timer on a GPU machine.
     """
     which = backend or _device.backend()
+    if which not in ("cpu", "cuda"):
+        raise DeviceError(f"backend {which!r} is not one of 'cpu' or 'cuda'.")
+    if batch is not None and batch < 1:
+        raise ValueError(f"batch={batch}: time at least 1 call per sample (or leave it None).")
+    for what, amount in (("bytes", bytes), ("flops", flops)):
+        if amount is not None and amount < 0:
+            raise ValueError(f"{what}={amount}: the work of one call cannot be negative.")
     if which == "cuda" and not _device.cuda_available():
         raise DeviceError("benchmark(backend='cuda') needs a CUDA GPU; use backend='cpu' here.")
     timer = _CudaEventTimer() if which == "cuda" else _CpuTimer()

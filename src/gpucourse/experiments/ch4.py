@@ -583,8 +583,9 @@ def streams(n_streams: int = 4, chunks: int | None = None, nbytes: int | None = 
 
 def histogram_data(n: int, skew: float = 1.0, seed: int = 0) -> np.ndarray:
     """int32 values in [0, 256): a share ``skew`` from the course's skewed generator (half in bin 0, a quarter in bin 1, ...), the rest uniform."""
-    if not 0.0 <= skew <= 1.0:
-        raise ValueError(f"skew must be between 0 (uniform) and 1 (all skewed), got {skew}.")
+    if not (isinstance(skew, (int, float)) and 0.0 <= skew <= 1.0):
+        raise LaunchError(f"skew is a fraction from 0 (uniform) to 1 (all skewed), e.g. 0.5 for "
+                          f"50 %; got {skew!r}.")
     skewed = check.random_array(n, np.int32, seed=seed, kind="skewed")
     uniform = check.rng(seed + 1).integers(0, NBINS, n).astype(np.int32)
     pick = check.rng(seed + 2).random(n) < skew

@@ -767,6 +767,9 @@ def crossover_text(sweep: dict, key: str = "crossover", what: str = "torch.spars
 def sparse_point(density: float, n: int | None = None, k: int | None = None,
                  min_time_s: float = 0.05, seed: int = 0) -> bench.Timings:
     """The density widget's experiment: dense and CSR at one density, checked then timed."""
+    if not (isinstance(density, (int, float)) and 0.0 < density <= 1.0):
+        raise LaunchError(f"density is the fraction of non-zeros, above 0 and at most 1 (e.g. "
+                          f"0.01 for 1 %); got {density!r}.")
     res = sparse_sweep(n=n, k=k, densities=(density,), seed=seed, min_time_s=min_time_s,
                        cupyx=False)
     dev = res["device"]

@@ -836,6 +836,10 @@ def zeroed_at_scale(log2_scale: float, steps: int = 60, setup: ScalingSetup = Sc
     share that overflowed to inf/NaN, the relative gradient error after unscaling, and the
     scaled FP32 gradient magnitudes (for the histogram).
     """
+    if not (isinstance(log2_scale, (int, float)) and math.isfinite(log2_scale)
+            and -64 <= log2_scale <= 64):
+        raise PrecisionError(f"log2_scale is the exponent of the loss scale, between -64 and 64 "
+                             f"(16 means a scale of 65536); got {log2_scale!r}.")
     master, xb, yb = _checkpoint(steps, setup)
     scale = 2.0 ** log2_scale
     with cpu_threads():

@@ -417,12 +417,18 @@ def load(name: str, defines: dict | None = None, *, backend: str | None = None) 
     ``defines={"TILE": 16}`` prepends ``#define TILE 16``; ``backend="cpu"`` forces the
     emulator (``"cuda"`` the GPU).
     """
+    path = _kernel_file(name)
+    return _module(path.read_text(), path.name, defines, backend)
+
+
+def _kernel_file(name: str) -> Path:
+    """The path of a course kernel file by name ("copy" or "copy.cu"), or one clear error."""
     stem = name[:-3] if name.endswith(".cu") else name
     path = KERNEL_DIR / f"{stem}.cu"
     if not re.fullmatch(r"[A-Za-z0-9_]+", stem) or not path.is_file():
         raise KernelFileNotFoundError(f"there is no kernel file {stem}.cu; the course has: "
                                       f"{', '.join(available())}.")
-    return _module(path.read_text(), path.name, defines, backend)
+    return path
 
 
 def from_source(code: str, defines: dict | None = None, *, name: str = "kernel.cu",
@@ -449,12 +455,12 @@ class Source:
 
 def source_of(file: str, kernel: str) -> Source:
     """The source of one ``__global__`` function of a course kernel file, for display."""
-    import re
-
-    text = (KERNEL_DIR / f"{file}.cu").read_text()
+    path = _kernel_file(file)
+    text = path.read_text()
     m = re.search(rf"\b{re.escape(kernel)}\s*\(", text)
     if m is None:
-        raise ValueError(f"{file}.cu has no kernel {kernel!r}.")
+        names = [s.name for s in find_kernels(text)]
+        raise UnknownKernelError(f"{path.name} has no kernel {kernel!r}; it has: {', '.join(names)}.")
     start = text.rindex("extern", 0, m.start())
     depth, i = 0, text.index("{", m.end())
     while True:

@@ -106,6 +106,8 @@ def ladder(timings: Sequence[Timing], metric: str = "gbps", ceiling: float | Non
     ``reference`` adds hollow bars of reference measurements: (label, value, source).
     Error bars show the p20–p80 spread of each measurement.
     """
+    if metric not in UNITS:
+        raise ValueError(f"metric {metric!r} is not one of {', '.join(map(repr, UNITS))}.")
     fig, ax = new_figure(figsize=(7.5, 0.55 * (len(timings) + len(reference)) + 1.6))
     labels, values, errs = [], [], []
     for t in timings:
