@@ -140,3 +140,19 @@ def test_learner_kernel_says_what_to_write_and_runs_isolated():
     assert np.array_equal(y, want)
     with pytest.raises(AssertionError, match="^n=5: "):
         check.run_learner_kernel(k, (1,), (1 << 20,), (y, np.int32(5)), "n=5")
+
+
+@pytest.mark.parametrize("error, hint", [
+    ("unsupported operand type(s) for *: 'NoneType' and 'float'", "does your function end with `return"),
+    ("'function' object is not subscriptable", "call it first"),
+    ("'LossScaler' object is not callable", "not its result or an instance"),
+])
+def test_exercise_names_the_likely_slip_behind_a_type_error(error, hint):
+    from gpucourse.check import Exercise
+
+    with pytest.raises(AssertionError, match=r"Exercise 9\.9 \(t\) not yet right:\n.*" + hint):
+        with Exercise("9.9", "t"):
+            raise TypeError(error)
+    with pytest.raises(TypeError, match="something else"):  # other errors pass through untouched
+        with Exercise("9.9", "t"):
+            raise TypeError("something else")

@@ -166,13 +166,25 @@ class Exercise:
         if isinstance(exc, AssertionError):
             raise AssertionError(f"Exercise {self.number} ({self.title}) not yet right:\n{exc}") \
                 from exc.__cause__
-        if isinstance(exc, TypeError) and "NoneType" in str(exc):
-            # The likeliest cause by far: a function without `return`, or a cell left as None.
-            raise AssertionError(
-                f"Exercise {self.number} ({self.title}) not yet right:\nyour answer gave None "
-                f"where the checker needs a value: does your function end with `return ...`? "
-                f"({exc})") from exc
+        hint = _type_error_hint(exc) if isinstance(exc, TypeError) else None
+        if hint:
+            raise AssertionError(f"Exercise {self.number} ({self.title}) not yet right:\n"
+                                 f"{hint} ({exc})") from exc
         return False
+
+
+def _type_error_hint(exc: TypeError) -> str | None:
+    """What a learner most likely did when a checker meets a TypeError, or None."""
+    text = str(exc)
+    if "NoneType" in text:  # by far the commonest: a function without `return`
+        return ("your answer gave None where the checker needs a value: does your function end "
+                "with `return ...`?")
+    if "'function' object" in text or "'method' object" in text:
+        return "you passed a function where the checker needs its result: call it first"
+    if "object is not callable" in text:
+        return ("the checker calls what you pass: give the function (or class) itself, not its "
+                "result or an instance")
+    return None
 
 
 def learner_module(source, file_name: str, kernel: str, defines=None):
