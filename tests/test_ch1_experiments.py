@@ -193,3 +193,10 @@ def test_every_roofline_uses_the_same_minimum_work():
 def test_a_zero_block_or_stride_is_one_sentence_not_a_division_by_zero(stride, block):
     with pytest.raises(LaunchError, match="must both be at least 1"):
         ch1.copy_at_block_size(stride, block)
+
+
+def test_precision_names_are_not_case_sensitive_and_unknown_ones_are_one_sentence():
+    assert ch1.gpu_roofline_model("T4", "FP16")["points"][0]["bytes"] == \
+        ch1.gpu_roofline_model("T4", "fp16")["points"][0]["bytes"]  # 2 bytes, not 4
+    with pytest.raises(PrecisionError, match="no fp8 peak"):
+        ch1.model_views("T4", "fp8")

@@ -105,6 +105,8 @@ def test_pipeline_checks_gradients_and_measures_the_bubble(pool):
 def test_pipeline_rejects_bad_sizes(pool):
     with pytest.raises(CourseError, match="micro-batch"):
         ch3.pipeline(pool, microbatches=(0,))
+    with pytest.raises(CourseError, match="micro-batch"):  # one count, not a list of them
+        ch3.pipeline(pool, microbatches=0)
 
 
 def test_lab_average_gradients_runs_learner_code_in_workers(pool):

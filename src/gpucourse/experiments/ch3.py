@@ -1564,7 +1564,7 @@ def pipeline(pool: Workers | int | None = None, microbatches: Sequence[int] = (1
     pool = _pool(pool)
     default_rows = rows is None
     rows = _size(pool, PIPE_ROWS, 8192, rows)
-    ms = [int(m) for m in microbatches]
+    ms = [int(m) for m in ((microbatches,) if isinstance(microbatches, int) else microbatches)]
     if any(m < 1 or m > rows for m in ms):
         raise DistributedError(f"micro-batch counts must be between 1 and the batch's {rows} rows, "
                                f"got {ms}.")
