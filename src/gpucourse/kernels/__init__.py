@@ -309,7 +309,8 @@ class Kernel:
         which has no register file to count."""
         if self.backend == "cpu":
             return None
-        return int(self.module._impl.functions[self.name].num_regs)
+        regs = getattr(self.module._impl.functions[self.name], "num_regs", None)  # old CuPy: none
+        return None if regs is None else int(regs)
 
     def __repr__(self) -> str:
         where = "the CPU emulator" if self.backend == "cpu" else "the GPU"
