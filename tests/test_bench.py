@@ -77,3 +77,9 @@ def test_bad_settings_are_one_sentence():
         bench.benchmark(lambda: None, batch=0)
     with pytest.raises(ValueError, match="cannot be negative"):
         bench.benchmark(lambda: None, bytes=-1)
+
+
+def test_units_never_switch_to_scientific_notation():
+    assert bench.format_bytes(1000) == "1000 B" and bench.format_bytes(1000 * 1024) == "1000 KiB"
+    assert bench.format_bytes(64 * 2**20) == "64 MiB" and bench.format_time(0.9997) == "1000 ms"
+    assert bench.format_time(1.5e-6) == "1.5 µs"

@@ -26,20 +26,26 @@ DEFAULT_WARMUP_S = {"cpu": 0.05, "cuda": 0.1}
 DEFAULT_MIN_TIME_S = 0.2
 
 
+def _three_digits(v: float) -> str:
+    """3 significant digits, but never scientific notation (1000-1023 KiB, 999.7 ms)."""
+    text = f"{v:.3g}"
+    return f"{v:.0f}" if "e" in text else text
+
+
 def format_time(seconds: float) -> str:
     """Seconds in the largest unit that keeps the value at or above 1: '1.23 ms'."""
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9)):
         if seconds >= scale or unit == "ns":
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds:.3g} s"
+            return f"{_three_digits(seconds / scale)} {unit}"
+    return f"{_three_digits(seconds)} s"
 
 
 def format_bytes(n: float, _pos=None) -> str:
     """Bytes in binary units: '64 MiB' (also a matplotlib tick formatter)."""
     for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= size:
-            return f"{n / size:.3g} {unit}"
-    return f"{n:.3g} B"
+            return f"{_three_digits(n / size)} {unit}"
+    return f"{_three_digits(n)} B"
 
 
 
