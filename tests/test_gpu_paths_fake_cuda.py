@@ -208,7 +208,7 @@ def test_what_the_gpu_checks_record_is_what_the_cpu_figures_read(tmp_path, monke
     with installed() as (cp, mp):
         _small_ch1_ch4(mp)
         results = {"ch1": ch1.gpu_check(), "ch4": ch4.gpu_check()}
-    reference.write(reference.jsonable(results), gpu="NVIDIA H200", folder=tmp_path,
+    reference.write(results, gpu="NVIDIA H200", folder=tmp_path,
                     command="python tools/gpu_check.py (fake GPU)")
     monkeypatch.setattr(reference, "find", functools.partial(reference.find, folder=tmp_path))
     assert device.backend() == "cpu"

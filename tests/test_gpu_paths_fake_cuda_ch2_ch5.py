@@ -182,7 +182,7 @@ def _thresholds_printed(capsys, chapters: dict) -> list[str]:
 def _as_reference_data(mp, tmp_path, section: str, result: dict):
     """Write ``result`` as reference data of the fake H200 (as make gpu-check does, into a
     temporary folder), and make it the only reference data the course sees."""
-    path = reference.write(reference.jsonable({section: result}), gpu="NVIDIA H200",
+    path = reference.write({section: result}, gpu="NVIDIA H200",
                            command="python tools/gpu_check.py (fake GPU)", folder=tmp_path)
     real_load = reference.load
     mp.setattr(reference, "available", lambda folder=None: [real_load(path)])

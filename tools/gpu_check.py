@@ -255,7 +255,7 @@ def write_reference(record: dict) -> Path:
         if isinstance(chapter, dict) and chapter.get("status") == "ok" \
                 and isinstance(chapter.get("result"), dict):
             results[f"ch{n}"] = chapter["result"]
-    return reference.write(reference.jsonable(results), gpu=record["gpu"], command=record["command"],
+    return reference.write(results, gpu=record["gpu"], command=record["command"],
                            driver=str(record.get("driver") or ""), date=record["date"][:10])
 
 

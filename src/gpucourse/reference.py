@@ -200,6 +200,7 @@ def write(results: dict, gpu: str, command: str, driver: str = "", folder=FOLDER
     Each section records its own date and command, so a run that measures only some
     sections updates those and keeps the others (with their provenance).
     """
+    results = jsonable(results)  # NumPy values, records, NaN: plain JSON, as every reader expects
     date = date or _dt.date.today().isoformat()
     folder = pathlib.Path(folder)
     path = folder / f"{slug(gpu)}.json"

@@ -562,18 +562,13 @@ def _work(op: str, nbytes: int, matmul_n: int, elem_bytes: int = 4) -> dict:
     Vector add: two inputs of ``nbytes`` each and one output. Matmul: two square
     ``matmul_n`` x ``matmul_n`` matrices and their product.
     """
-    if op == "vector add":
-        n = nbytes // elem_bytes
-        flops, dev_bytes = minimum_work(n, 1, elem_bytes)[op]
-        return {"flops": flops, "dev_bytes": dev_bytes, "input_bytes": nbytes,
-                "up": 2 * nbytes, "down": nbytes, "size": n}
-    if op == "matmul":
-        m = int(matmul_n)
-        b = m * m * elem_bytes
-        flops, dev_bytes = minimum_work(1, m, elem_bytes)[op]
-        return {"flops": flops, "dev_bytes": dev_bytes, "input_bytes": b, "up": 2 * b,
-                "down": b, "size": m}
-    raise ValueError(f"op {op!r} is not modelled here; use 'vector add' or 'matmul'.")
+    if op not in ("vector add", "matmul"):
+        raise ValueError(f"op {op!r} is not modelled here; use 'vector add' or 'matmul'.")
+    n, m = nbytes // elem_bytes, int(matmul_n)
+    flops, dev_bytes = minimum_work(n, m, elem_bytes)[op]
+    b, size = (nbytes, n) if op == "vector add" else (m * m * elem_bytes, m)
+    return {"flops": flops, "dev_bytes": dev_bytes, "input_bytes": b, "up": 2 * b, "down": b,
+            "size": size}
 
 
 def _host_inputs(op: str, size: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
