@@ -711,6 +711,18 @@ def pipeline_bubble(stages: int, microbatches: int, backward_ratio: float = 2.0)
                           total_time=total, ideal_time=m * (tf + tb), schedule=tuple(ops))
 
 
+# --------------------------------------------------------------------------- training precision
+
+def training_precision(gpu: specs.GPUSpec) -> tuple[str, bool]:
+    """(precision, needs loss scaling) for mixed-precision training on ``gpu``, from its peaks:
+    BF16 where the part has it, else FP16 with loss scaling where FP16 beats FP32, else FP32."""
+    if "bf16" in gpu.precisions:
+        return "bf16", False
+    if "fp16" in gpu.precisions and gpu.peak_flops("fp16") > gpu.peak_flops("fp32"):
+        return "fp16", True
+    return "fp32", False
+
+
 # --------------------------------------------------------------------------- training memory
 
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1}

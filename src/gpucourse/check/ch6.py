@@ -212,14 +212,8 @@ def _scaler_hint(script, step: int) -> str:
 
 # --------------------------------------------------------------------------- 6.3 choose a precision
 
-def _expected_choice(gpu) -> tuple[str, bool]:
-    """The course's rule (also ``experiments.ch6.training_precision``): BF16, else FP16 with
-    loss scaling where FP16 beats FP32, else FP32."""
-    if "bf16" in gpu.precisions:
-        return "bf16", False
-    if "fp16" in gpu.precisions and gpu.peak_flops("fp16") > gpu.peak_flops("fp32"):
-        return "fp16", True
-    return "fp32", False
+# The course's rule, shared with the notebook (experiments.ch6.training_precision).
+_expected_choice = models.training_precision
 
 
 def synthetic_gpus() -> list:

@@ -760,10 +760,9 @@ GPU_MODEL_SIZES = {"vector add": 1 << 28, "sum (reduction)": 1 << 28, "matmul": 
 def gpu_roofline_model(gpu: str | None = None, precision: str = "fp32") -> dict:
     """Model: the same three operations at GPU sizes on ``gpu``'s datasheet roofline."""
     spec = _spec(gpu)
-    precision = str(precision).lower()  # "FP16" means fp16, not an unknown 4-byte type
-    if precision not in spec.precisions:
-        raise PrecisionError(f"the {spec.name} has no {precision} peak in the table; "
-                             f"choose one of {', '.join(spec.precisions)}.")
+    # "FP16" means fp16 here too (the roofline's peak_flops already reads it so), not a
+    # 4-byte type the element-size table does not know
+    precision = str(precision).lower()
     e = models.DTYPE_BYTES.get(precision, 4) if precision != "tf32" else 4
     n, m = GPU_MODEL_SIZES["vector add"], GPU_MODEL_SIZES["matmul"]
     w = minimum_work(n, m, e)
@@ -848,6 +847,9 @@ def gpu_roofline(n: int | None = None, matmul_n: int = 8192, min_time_s: float =
 def model_views(gpu: str | None = None, precision: str = "fp32") -> dict:
     """Widget back end: the roofline and transfer models of one GPU from the spec table."""
     spec = _spec(gpu)
+    if precision not in spec.precisions:
+        raise PrecisionError(f"the {spec.name} has no {precision} peak in the table; "
+                             f"choose one of {', '.join(spec.precisions)}.")
     return {"roofline": gpu_roofline_model(spec.key, precision), "transfer": transfer_sweep(spec.key)}
 
 

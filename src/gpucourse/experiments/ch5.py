@@ -70,11 +70,6 @@ def _sync() -> None:
     device.synchronize()
 
 
-def _fp32_math(tf32: bool = False):
-    """Make PyTorch's CUDA matmuls and convolutions use true FP32 (or TF32), then restore."""
-    return device.tf32(tf32)
-
-
 def kernel_source(name: str, file: str = "matmul"):
     """The source of one ``__global__`` function of a course kernel file."""
     from .. import kernels
@@ -308,7 +303,7 @@ def sgemm_ladder(n: int | None = None, versions=MATMUL_VERSIONS, tune: bool = Fa
     A = device.asarray(check.random_array((n, n), seed=seed, kind="uniform"))
     B = device.asarray(check.random_array((n, n), seed=seed + 1, kind="uniform"))
     flops = 2.0 * n ** 3
-    with _fp32_math():
+    with device.tf32(False):
         ref = _cublas_matmul(A, B)
         cublas = bench.benchmark(_cublas_matmul, A, B, label="ref (cuBLAS, cupy.matmul)",
                                  flops=flops, size=n, min_time_s=min_time_s)
@@ -555,7 +550,7 @@ def check_conv(seed: int = 0) -> None:
                            name=f"{fn.__name__} at {tuple(x.shape)}")
     # the same on the device the timing uses, at the timed shape's channel counts
     if torch_on_gpu():
-        with _fp32_math():
+        with device.tf32(False):
             xg, wg = x.cuda(), w.cuda()
             for fn in (conv_taps, conv_unfold, conv_library):
                 check.assert_close(fn(xg, wg, 1).cpu().numpy(), ref, rtol=1e-4, atol=1e-5,
@@ -574,7 +569,7 @@ def conv_ladder(cfg: dict | None = None, min_time_s: float = 0.1, seed: int = 0)
     k = cfg["kernel"]
     flops = 2.0 * cfg["batch"] * cfg["out_channels"] * cfg["size"] ** 2 * cfg["channels"] * k * k
     backend = dev
-    with _fp32_math(), _threads_for(backend):
+    with device.tf32(False), _threads_for(backend):
         ref = conv_library(x, w, k // 2)
         for fn in (conv_taps, conv_unfold):
             check.assert_close(fn(x, w, k // 2).cpu(), ref.cpu(), rtol=1e-3, atol=1e-4,
@@ -610,7 +605,7 @@ def cudnn_benchmark_mode(shapes=CUDNN_SHAPES, min_time_s: float = 0.05, seed: in
     rows = []
     old = torch.backends.cudnn.benchmark
     try:
-        with _fp32_math():
+        with device.tf32(False):
             for i, (n, ci, co, s, k, st) in enumerate(shapes):
                 g = torch.Generator(device="cuda").manual_seed(seed + i)
                 w = torch.rand(co, ci, k, k, device="cuda", generator=g) - 0.5
@@ -709,7 +704,7 @@ def sparse_sweep(n: int | None = None, k: int | None = None, densities=DENSITIES
     dense_t = None
     for i, dens in enumerate(densities):
         S = _sparse_matrix_torch(n, dens, seed + 7 * i, dev)
-        with _fp32_math(), _threads_for(backend), warnings.catch_warnings():
+        with device.tf32(False), _threads_for(backend), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "sparse CSR support is in beta"
             ref = S @ D
             if dense_t is None:
@@ -997,7 +992,7 @@ def check_precision_matmul(precision: str, k: int = 256, seed: int = 0) -> float
     B = check.random_array((k, 45), seed=seed + 1, kind="uniform")
     ref = A.astype(np.float64) @ B.astype(np.float64)
     dt = _torch_dtype(precision)
-    with _fp32_math(tf32=precision == "tf32"):
+    with device.tf32(precision == "tf32"):
         C = (torch.from_numpy(A).to(dev, dt) @ torch.from_numpy(B).to(dev, dt)).float().cpu().numpy()
     err = float(np.linalg.norm(C - ref) / np.linalg.norm(ref))
     if not err < PRECISION_RTOL[precision]:
@@ -1017,7 +1012,7 @@ def matmul_throughput(precision: str = "fp32", n: int | None = None,
     g = torch.Generator(device=dev).manual_seed(seed)
     A = torch.rand(n, n, device=dev, generator=g).to(dt) - 0.5
     B = torch.rand(n, n, device=dev, generator=g).to(dt) - 0.5
-    with _fp32_math(tf32=precision == "tf32"), _threads_for(dev):
+    with device.tf32(precision == "tf32"), _threads_for(dev):
         t = bench.benchmark(torch.matmul, A, B, label=precision, flops=2.0 * n ** 3, size=n,
                             backend=dev, min_time_s=min_time_s,
                             min_samples=3)

@@ -29,7 +29,6 @@ import torch.nn.functional as F
 from .. import bench, check, device, models, reference, specs
 from ..display import Table
 from ..check.ch6 import ReferenceScaler
-from ..check.ch6 import _expected_choice as _precision_rule
 from ..errors import MissingDependency, PrecisionError
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "int8")
@@ -63,11 +62,6 @@ def cpu_threads(n: int | None = CPU_THREADS):
         yield
     finally:
         torch.set_num_threads(before)
-
-
-def tf32_matmul(enabled: bool):
-    """Let FP32 matrix products use TF32 tensor cores inside the block (GPU only)."""
-    return device.tf32(enabled)
 
 
 def _sync(dev: str) -> None:
@@ -954,7 +948,7 @@ def amp_training(precisions=("fp32", "bf16", "fp16"), tokens: int | None = None,
                 opt.zero_grad(set_to_none=True)
                 return loss
 
-            with tf32_matmul(p == "tf32") if dev == "cuda" else contextlib.nullcontext():
+            with device.tf32(p == "tf32") if dev == "cuda" else contextlib.nullcontext():
                 with torch.no_grad():
                     loss0 = float(loss_fn())
                 if ref_loss is None:
@@ -1176,7 +1170,7 @@ def run_precision(precision: str, batch: int = 64, min_time_s: float = 0.1,
         for p in dict.fromkeys(("fp32", precision)):
             model = inference_model(p, dev)
             xin = x.to(DTYPES[p]) if p in ("fp16", "bf16") else x
-            with torch.inference_mode(), (tf32_matmul(p == "tf32") if dev == "cuda"
+            with torch.inference_mode(), (device.tf32(p == "tf32") if dev == "cuda"
                                           else contextlib.nullcontext()):
                 y = model(xin).float()
                 if dev == "cuda":
@@ -1200,9 +1194,9 @@ def training_precision(gpu) -> tuple[str, bool]:
     """(precision, needs loss scaling) for mixed-precision training on ``gpu``, from the spec table.
 
     BF16 where the part has it; FP16 with loss scaling where FP16 is faster than FP32; else
-    FP32. The rule is the lab checker's, so the notebook and exercise 6.3 agree.
+    FP32 (``models.training_precision``, which exercise 6.3's checker uses too).
     """
-    return _precision_rule(specs.lookup(gpu))
+    return models.training_precision(specs.lookup(gpu))
 
 
 def precision_choices() -> Table:
