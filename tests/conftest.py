@@ -14,3 +14,14 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 @pytest.fixture
 def root() -> pathlib.Path:
     return ROOT
+
+
+@pytest.fixture
+def reference_folder(tmp_path, monkeypatch) -> pathlib.Path:
+    """An empty folder that every reference lookup reads instead of the shipped data."""
+    import functools
+
+    from gpucourse import reference
+
+    monkeypatch.setattr(reference, "find", functools.partial(reference.find, folder=tmp_path))
+    return tmp_path

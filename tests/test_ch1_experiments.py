@@ -143,23 +143,20 @@ def test_reference_data_is_drawn_hollow_and_labelled():
     assert "No reference" in ch1.reference_summary() or "measured" in ch1.reference_summary()
 
 
-def test_reference_summary_reads_old_and_new_check_shapes(tmp_path, monkeypatch):
-    import functools
-
+def test_reference_summary_reads_old_and_new_check_shapes(reference_folder):
     from gpucourse import check, reference
 
     new = {"checks": {"coalesced_pct_of_copy": check.threshold(91.5, 80, True, "copy")}}
     old = {"checks": {"coalesced_pct_of_copy": {"value": 59.4, "threshold": 80.0, "pass": False}}}
     reference.write({"ch1": new}, gpu="NVIDIA H100 80GB HBM3", command="make gpu-check",
-                    folder=tmp_path, date="2026-11-01")
+                    folder=reference_folder, date="2026-11-01")
     reference.write({"ch1": old}, gpu="NVIDIA A100-SXM4-40GB", command="make gpu-check",
-                    folder=tmp_path, date="2026-10-01")
-    monkeypatch.setattr(reference, "find", functools.partial(reference.find, folder=tmp_path))
+                    folder=reference_folder, date="2026-10-01")
     text = ch1.reference_summary()
     assert "coalesced_pct_of_copy = 91.5 (copy; the course's target is 80: met)" in text
     assert "coalesced_pct_of_copy = 59.4 (coalesced_pct_of_copy; the course's target is 80: not met)" in text
     reference.write({"ch1": {"timing": {"rows": []}}}, gpu="NVIDIA L4", command="c",
-                    folder=tmp_path, date="2026-09-01")
+                    folder=reference_folder, date="2026-09-01")
     assert "NVIDIA L4, measured 2026-09-01 with `c`\n" in ch1.reference_summary() + "\n"  # no dangling colon
 
 

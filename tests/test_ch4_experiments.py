@@ -186,20 +186,17 @@ def test_switching_the_model_gpu_refreshes_every_waves_series():
     assert res["point"] == ch4.sweep_point(res, 256)
 
 
-def test_block_sweep_without_gpu_takes_registers_from_reference_data(tmp_path, monkeypatch):
-    import functools
-
+def test_block_sweep_without_gpu_takes_registers_from_reference_data(reference_folder):
     from gpucourse import reference
 
-    monkeypatch.setattr(reference, "find", functools.partial(reference.find, folder=tmp_path))
     regs, source = ch4._saxpy_regs_without_gpu()
     assert regs == ch4.SAXPY_REGS_ASSUMED and source.startswith("assumed")
     reference.write({"ch4": {"block_sweep": {"regs_per_thread": 11, "block_sizes": [32]}}},
-                    gpu="NVIDIA L4", command="make gpu-check", folder=tmp_path, date="2026-11-02")
+                    gpu="NVIDIA L4", command="make gpu-check", folder=reference_folder, date="2026-11-02")
     assert ch4._saxpy_regs_without_gpu() == (11, "compiled on NVIDIA L4, reference run of 2026-11-02")
     # a GPU run that could not read the count recorded its assumption: not a compiler's figure
     reference.write({"ch4": {"block_sweep": {"regs_per_thread": 16, "regs_source": "assumed"}}},
-                    gpu="NVIDIA L4", command="make gpu-check", folder=tmp_path, date="2026-11-03")
+                    gpu="NVIDIA L4", command="make gpu-check", folder=reference_folder, date="2026-11-03")
     assert ch4._saxpy_regs_without_gpu()[1].startswith("assumed")
 
 

@@ -240,14 +240,11 @@ def _fake_gpu_check() -> dict:
             "precision_n": 8192}
 
 
-def test_reference_data_is_drawn_and_labelled(tmp_path, monkeypatch):
-    import functools
-
+def test_reference_data_is_drawn_and_labelled(reference_folder):
     from gpucourse import reference
 
     reference.write({"ch5": _fake_gpu_check()}, gpu="NVIDIA H200", command="make gpu-check",
-                    folder=tmp_path, date="2026-01-02")
-    monkeypatch.setattr(reference, "find", functools.partial(reference.find, folder=tmp_path))
+                    folder=reference_folder, date="2026-01-02")
     res = ch5.sgemm_ladder()
     assert res["source"] == "reference" and res["reference"][0]["gpu"] == "NVIDIA H200"
     table = ch5.sgemm_summary(res)

@@ -187,20 +187,10 @@ def test_the_fake_keeps_host_and_device_arrays_apart(fake_gpu):
 
 # --------------------------------------------------------------------------- chapter checks
 
-def test_ch1_gpu_check_runs_on_the_fake_gpu(fake_gpu):
-    _assert_ch1_result(ch1.gpu_check())
-
-
-def test_ch4_gpu_check_runs_on_the_fake_gpu(fake_gpu):
-    _assert_ch4_result(ch4.gpu_check())
-
-
-def test_what_the_gpu_checks_record_is_what_the_cpu_figures_read(tmp_path, monkeypatch):
+def test_what_the_gpu_checks_record_is_what_the_cpu_figures_read(reference_folder):
     """gpu_check() results, saved as reference data the way make gpu-check saves them, feed the
     CPU path's reference overlays: chapter 1's summary, chapter 4's register count and its
     reduction-ladder figure (which shows a note instead when the keys do not match)."""
-    import functools
-
     from matplotlib.figure import Figure
 
     from gpucourse.plot import ch4 as plot4
@@ -208,9 +198,10 @@ def test_what_the_gpu_checks_record_is_what_the_cpu_figures_read(tmp_path, monke
     with installed() as (cp, mp):
         _small_ch1_ch4(mp)
         results = {"ch1": ch1.gpu_check(), "ch4": ch4.gpu_check()}
-    reference.write(results, gpu="NVIDIA H200", folder=tmp_path,
+    _assert_ch1_result(results["ch1"])
+    _assert_ch4_result(results["ch4"])
+    reference.write(results, gpu="NVIDIA H200", folder=reference_folder,
                     command="python tools/gpu_check.py (fake GPU)")
-    monkeypatch.setattr(reference, "find", functools.partial(reference.find, folder=tmp_path))
     assert device.backend() == "cpu"
     assert "coalesced_pct_of_copy = " in ch1.reference_summary()
     assert ch4._saxpy_regs_without_gpu()[0] == fakecuda.NUM_REGS
@@ -218,49 +209,46 @@ def test_what_the_gpu_checks_record_is_what_the_cpu_figures_read(tmp_path, monke
     assert isinstance(plot4.reduction_reference_figure(red), Figure)
 
 
-def test_gpu_check_tool_runs_chapters_1_and_4_on_the_fake_gpu(fake_gpu, tmp_path, capsys):
+def test_gpu_check_tool_runs_chapters_1_and_4_on_the_fake_gpu(fake_gpu, monkeypatch, tmp_path,
+                                                              capsys):
     """tools/gpu_check.py in-process, as the next GPU session runs it (--skip-tests --chapters 1,4),
     plus --no-reference and a temporary --out so that nothing in the repository changes."""
     import gpu_check
     import ncu_compare
 
-    mp = pytest.MonkeyPatch()
-    try:
-        real_sizes = gpu_check._sizes
+    real_sizes = gpu_check._sizes
 
-        def small_sizes(cp):
-            sizes = real_sizes(cp)  # still computed from the fake H200's L2 and free memory
-            assert sizes["n"] >= 1 << 20 and sizes["side"] ** 2 <= sizes["n"]
-            return {**sizes, "n": TOOL_N, "side": TOOL_SIDE}
+    def small_sizes(cp):
+        sizes = real_sizes(cp)  # still computed from the fake H200's L2 and free memory
+        assert sizes["n"] >= 1 << 20 and sizes["side"] ** 2 <= sizes["n"]
+        return {**sizes, "n": TOOL_N, "side": TOOL_SIDE}
 
-        mp.setattr(gpu_check, "_sizes", small_sizes)
-        # ch4.gpu_check times the recommended block size separately when the sweep lacks it:
-        # recommend one the sweep does not have, so that this run takes that branch (the
-        # direct ch4 test above takes the other).
-        real_recommend = ch4.recommend_block_size
+    monkeypatch.setattr(gpu_check, "_sizes", small_sizes)
+    # ch4.gpu_check times the recommended block size separately when the sweep lacks it:
+    # recommend one the sweep does not have, so that this run takes that branch (the
+    # gpu_check round-trip test above takes the other).
+    real_recommend = ch4.recommend_block_size
 
-        def recommend_off_grid(*args, **kwargs):
-            real_recommend(*args, **kwargs)
-            return OFF_GRID_BLOCK
+    def recommend_off_grid(*args, **kwargs):
+        real_recommend(*args, **kwargs)
+        return OFF_GRID_BLOCK
 
-        mp.setattr(ch4, "recommend_block_size", recommend_off_grid)
-        # Chapter 1 times the copy kernel's cold first call: no step may build copy.cu first.
-        copy_builds = []
-        real_load = kernels.load
+    monkeypatch.setattr(ch4, "recommend_block_size", recommend_off_grid)
+    # Chapter 1 times the copy kernel's cold first call: no step may build copy.cu first.
+    copy_builds = []
+    real_load = kernels.load
 
-        def logged_load(name, *args, **kwargs):
-            if name == "copy":
-                copy_builds.append("".join(f.function for f in inspect.stack()[1:3]))
-            return real_load(name, *args, **kwargs)
+    def logged_load(name, *args, **kwargs):
+        if name == "copy":
+            copy_builds.append("".join(f.function for f in inspect.stack()[1:3]))
+        return real_load(name, *args, **kwargs)
 
-        mp.setattr(kernels, "load", logged_load)
-        mp.setattr(ncu_compare, "compare", lambda: "Nsight Compute is not used on the fake GPU")
-        mp.setattr(sys, "path", list(sys.path))  # main() prepends tools/
-        mp.setattr(sys, "argv", ["tools/gpu_check.py", "--skip-tests", "--chapters", "1,4",
-                                 "--no-reference", "--out", str(tmp_path)])
-        rc = gpu_check.main()
-    finally:
-        mp.undo()
+    monkeypatch.setattr(kernels, "load", logged_load)
+    monkeypatch.setattr(ncu_compare, "compare", lambda: "Nsight Compute is not used on the fake GPU")
+    monkeypatch.setattr(sys, "path", list(sys.path))  # main() prepends tools/
+    monkeypatch.setattr(sys, "argv", ["tools/gpu_check.py", "--skip-tests", "--chapters", "1,4",
+                             "--no-reference", "--out", str(tmp_path)])
+    rc = gpu_check.main()
     out = capsys.readouterr().out
     written = list(tmp_path.glob("gpu_check-*.json"))
     assert len(written) == 1

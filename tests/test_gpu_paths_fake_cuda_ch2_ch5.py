@@ -237,7 +237,8 @@ def test_the_fake_pools_memory_and_runs_elementwise_kernels_and_sparse_products(
 
 # --------------------------------------------------------------------------- chapter checks
 
-def test_ch2_gpu_check_runs_on_the_fake_gpu_and_makes_reference_data(tmp_path, capsys):
+def test_ch2_gpu_check_runs_on_the_fake_gpu_and_makes_reference_data(tmp_path, capsys,
+                                                                     monkeypatch):
     with _fake_gpu():
         r = ch2.gpu_check()
     _assert_ch2_result(r)
@@ -245,20 +246,17 @@ def test_ch2_gpu_check_runs_on_the_fake_gpu_and_makes_reference_data(tmp_path, c
     assert len(lines) == 2 and all(" PASS " in l or " FAIL " in l for l in lines), lines
 
     # A machine without a GPU draws the transpose bandwidths from this reference data.
-    mp = pytest.MonkeyPatch()
-    try:
-        _as_reference_data(mp, tmp_path, "ch2", r)
-        assert ch2.target_gpu().key == ch2.DEFAULT_MODEL_GPU  # no transfers measured
-        lad = ch2.transpose_ladder()
-        assert lad["kind"] == "model" and lad["timings"] == []
-        fig = fig2.transpose_figure(lad)
-        assert "reference data" in fig.axes[0].get_legend_handles_labels()[1]
-        _drawn(fig)
-    finally:
-        mp.undo()
+    _as_reference_data(monkeypatch, tmp_path, "ch2", r)
+    assert ch2.target_gpu().key == ch2.DEFAULT_MODEL_GPU  # no transfers measured
+    lad = ch2.transpose_ladder()
+    assert lad["kind"] == "model" and lad["timings"] == []
+    fig = fig2.transpose_figure(lad)
+    assert "reference data" in fig.axes[0].get_legend_handles_labels()[1]
+    _drawn(fig)
 
 
-def test_ch5_gpu_check_runs_on_the_fake_gpu_and_makes_reference_data(tmp_path, capsys):
+def test_ch5_gpu_check_runs_on_the_fake_gpu_and_makes_reference_data(tmp_path, capsys,
+                                                                     monkeypatch):
     with _fake_gpu():
         r = ch5.gpu_check()
     _assert_ch5_result(r)
@@ -266,19 +264,15 @@ def test_ch5_gpu_check_runs_on_the_fake_gpu_and_makes_reference_data(tmp_path, c
     assert len(lines) == 3 and all(" PASS " in l or " FAIL " in l for l in lines), lines
 
     # A machine without a GPU shows the SGEMM ladder and the precisions from reference data.
-    mp = pytest.MonkeyPatch()
-    try:
-        _as_reference_data(mp, tmp_path, "ch5", r)
-        sg = ch5.sgemm_ladder()
-        assert sg["source"] == "reference" and len(sg["reference"]) == 1
-        table = ch5.sgemm_summary(sg)
-        assert isinstance(table, Table) and len(table.rows) == len(r["sgemm"]["labels"])
-        _drawn(fig5.sgemm_figure(sg))
-        refs = ch5.reference_for()
-        assert len(refs) == 1 and refs[0]["gpu"] == "NVIDIA H200"
-        _drawn(fig5.precision_figure(ch5.precision_model(), None, refs))
-    finally:
-        mp.undo()
+    _as_reference_data(monkeypatch, tmp_path, "ch5", r)
+    sg = ch5.sgemm_ladder()
+    assert sg["source"] == "reference" and len(sg["reference"]) == 1
+    table = ch5.sgemm_summary(sg)
+    assert isinstance(table, Table) and len(table.rows) == len(r["sgemm"]["labels"])
+    _drawn(fig5.sgemm_figure(sg))
+    refs = ch5.reference_for()
+    assert len(refs) == 1 and refs[0]["gpu"] == "NVIDIA H200"
+    _drawn(fig5.precision_figure(ch5.precision_model(), None, refs))
 
 
 # --------------------------------------------------------------------------- other GPU branches

@@ -81,15 +81,12 @@ def test_data_says_when_it_was_measured_with_an_earlier_kernel(tmp_path, monkeyp
     assert old.changed_kernels("copy.cu") == []  # data from before fingerprints: no claim
 
 
-def test_chapter_1_summary_names_a_kernel_changed_since_its_reference_run(tmp_path, monkeypatch):
-    import functools
-
+def test_chapter_1_summary_names_a_kernel_changed_since_its_reference_run(reference_folder, monkeypatch):
     from gpucourse import check
     from gpucourse.experiments import ch1
 
     ref.write({"ch1": {"checks": {"stride32_slowdown": check.threshold(12.0, 5, True, "s32")}}},
-              gpu="NVIDIA H200", command="make gpu-check", folder=tmp_path, date="2026-11-29")
-    monkeypatch.setattr(ref, "find", functools.partial(ref.find, folder=tmp_path))
+              gpu="NVIDIA H200", command="make gpu-check", folder=reference_folder, date="2026-11-29")
     assert "earlier versions" not in ch1.reference_summary()
     now = ref.kernel_fingerprints()
     monkeypatch.setattr(ref, "kernel_fingerprints", lambda: {**now, "copy.cu": "f" * 12})
