@@ -217,3 +217,15 @@ def test_kernel_source_and_skew_say_what_to_use():
         ch4.kernel_source("histogram", "x")
     with pytest.raises(CourseError, match="0.5 for 50 %"):
         ch4.histogram_point(50, n=1000, min_time_s=0.01)
+
+
+def test_reduce_v5_sums_right_with_blocks_that_are_not_whole_warps():
+    """v5 ends with the same block_sum_to as v3 and v4, which takes any block size."""
+    from gpucourse import check, kernels
+
+    k = kernels.load("reduce", backend="cpu").reduce_v5_float4_unrolled
+    for n, block in ((1000 + 3, 100), (4099, 48), (33, 1)):
+        x = check.random_array(n, np.float32, seed=n)
+        out = np.zeros(1, np.float32)
+        k((3,), (block,), (x, out, np.int32(n)))
+        assert abs(float(out[0]) - float(np.sum(x, dtype=np.float64))) <= 1e-5 * np.abs(x).sum()

@@ -7,7 +7,7 @@
 //   reduce_v2_shared_tree   a block sums in shared memory, halving the active threads each step; one atomic per block
 //   reduce_v3_warp_shuffle  warps sum in registers with __shfl_down_sync, then one warp sums the warp totals
 //   reduce_v4_grid_stride   each thread first sums many elements in a grid-stride loop, then as v3: few blocks, few atomics
-//   reduce_v5_float4_unrolled  as v4 with float4 loads, four in flight per thread into independent sums (block a multiple of 32)
+//   reduce_v5_float4_unrolled  as v4 with float4 loads, four in flight per thread into independent sums
 //
 // reduce_v2_shared_tree needs blockDim.x * 4 bytes of dynamic shared memory (shared_mem).
 
@@ -75,17 +75,11 @@ extern "C" __global__ void reduce_v4_grid_stride(const float* __restrict__ in, f
 // reduce_v5_float4_unrolled: a grid-stride loop that loads one float into one sum has one load
 // in flight per thread; even a full SM (2048 threads) then keeps only 8 KB of loads in flight,
 // too little to cover the memory latency of a fast HBM GPU. Loading 16 bytes at a time, four
-// loads per loop trip, into separate sums, puts 64 bytes per thread in flight. Its block size
-// must be a multiple of 32 (whole warps).
-
-__device__ __forceinline__ float full_warp_sum(float v) {
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);
-  return v;
-}
+// loads per loop trip, into separate sums, puts 64 bytes per thread in flight. The block's
+// sums then meet as in v3 and v4 (block_sum_to).
 
 extern "C" __global__ void reduce_v5_float4_unrolled(const float* __restrict__ in, float* out,
                                                          int n) {
-  __shared__ float v5_warp_totals[32];
   const unsigned tid = blockIdx.x * blockDim.x + threadIdx.x;
   const unsigned stride = blockDim.x * gridDim.x;
   float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
@@ -112,13 +106,5 @@ extern "C" __global__ void reduce_v5_float4_unrolled(const float* __restrict__ i
   }
   // The elements after the last whole float4 (all of them when misaligned), one per thread.
   for (unsigned j = 4 * n4 + tid; j < (unsigned)n; j += stride) s1 += in[j];
-  float v = full_warp_sum((s0 + s1) + (s2 + s3));
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if (lane == 0) v5_warp_totals[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    v = lane < (int)(blockDim.x / 32) ? v5_warp_totals[lane] : 0.0f;
-    v = full_warp_sum(v);
-    if (lane == 0) atomicAdd(out, v);
-  }
+  block_sum_to(out, (s0 + s1) + (s2 + s3));
 }
