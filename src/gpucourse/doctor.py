@@ -51,9 +51,8 @@ def _cxx_compiler() -> Finding:
     from .emulator.build import compiler
     from .errors import DeviceError
 
-    compiler.cache_clear()  # the learner may just have set CXX: the emulator sees it too
     try:
-        exe, identity = compiler()
+        exe, identity = compiler(fresh=True)
     except DeviceError as exc:
         return Finding(FAIL, "C++ compiler", str(exc),
                        "install one (Debian/Ubuntu: `sudo apt install g++`; macOS: "

@@ -55,10 +55,18 @@ def cache_dir() -> Path:
     return path
 
 
+def compiler(fresh: bool = False) -> tuple[str, str]:
+    """(path, identity) of the C++ compiler: $CXX, else g++, c++ or clang++ on PATH.
+
+    ``fresh`` looks again instead of using what this process found before (``doctor``)."""
+    find = _compiler.__wrapped__ if fresh else _compiler
+    return find(os.environ.get("CXX"))
+
+
 @functools.lru_cache(maxsize=None)
-def compiler() -> tuple[str, str]:
-    """(path, identity) of the C++ compiler: $CXX, else g++, c++ or clang++ on PATH."""
-    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
+def _compiler(cxx_env: str | None) -> tuple[str, str]:
+    # Cached per $CXX, so that setting CXX in a running notebook takes effect.
+    cxx = cxx_env or shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
     if not cxx:
         raise DeviceError(
             "The CPU emulator needs a C++ compiler and none was found: install g++ "
