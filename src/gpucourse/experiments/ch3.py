@@ -19,6 +19,7 @@ from __future__ import annotations
 import atexit
 import copy
 import datetime
+import functools
 import html
 import inspect
 import math
@@ -302,7 +303,20 @@ def _resolve_function(payload):
     namespace = {"torch": torch, "dist": dist, "nn": nn, "np": np, "math": math, "time": time,
                  "__name__": "__worker__"}
     exec(compile(b, f"<your function {a}>", "exec"), namespace)
-    return namespace[a]
+    fn = namespace[a]
+    given = [k for k in namespace if k not in ("__name__", "__builtins__", a)]
+    names = ", ".join(given[:-1]) + " and " + given[-1]
+
+    @functools.wraps(fn)
+    def in_worker(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except NameError as exc:  # a notebook name the worker process does not have
+            raise NameError(f"{exc}: your function runs inside the worker processes, where only "
+                            f"{names} are defined; import or pass anything else inside the "
+                            "function") from None
+
+    return in_worker
 
 
 def function_payload(fn: Callable):
@@ -751,12 +765,7 @@ def _task_manual_average(ctx: WorkerContext, payload, width: int, depth: int,
     shard = slice(ctx.rank * per_worker, (ctx.rank + 1) * per_worker)
     nn.functional.mse_loss(model(x[shard].to(dev)), y[shard].to(dev)).backward()
     local = grads_numpy(model)
-    try:
-        fn(model, ctx.world_size)
-    except NameError as exc:
-        raise NameError(f"{exc}: your function runs inside the worker processes, where only "
-                        "torch, dist, nn, np, math and time are defined; import or pass "
-                        "anything else inside the function") from None
+    fn(model, ctx.world_size)
     out = {"rank": ctx.rank, "manual": grads_numpy(model), "local": local,
            "names": [n for n, _ in model.named_parameters()], "world_size": ctx.world_size}
     nn.functional.mse_loss(ref(x.double()), y.double()).backward()
