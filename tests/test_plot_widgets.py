@@ -95,3 +95,12 @@ def test_widget_controls_refuse_bad_settings_in_one_sentence():
 def test_ladder_names_its_metrics():
     with pytest.raises(ValueError, match="not one of 'time', 'gbps', 'gflops'"):
         plot.ladder(_timings(), metric="GFLOPS")
+
+
+def test_a_widget_can_start_from_a_result_the_notebook_measured():
+    calls = []
+    ex = widgets.explore(lambda n: calls.append(n) or n * 2, lambda r: f"result {r}", auto=False,
+                         initial=14, n=widgets.int_slider(7, 1, 9))
+    assert calls == [] and ex.result == 14 and "press Run" in ex.status.value
+    ex.update()
+    assert calls == [7] and ex.result == 14  # 7 * 2, measured afresh

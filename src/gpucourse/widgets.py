@@ -88,7 +88,7 @@ class Explorer(W.VBox):
     """Controls, a status line and an output area wired to ``render(run(**values))``."""
 
     def __init__(self, run: Callable, render: Callable, controls: Mapping[str, W.Widget],
-                 auto: bool = True, title: str = ""):
+                 auto: bool = True, title: str = "", initial=None):
         self._run, self._render = run, render
         self.controls = dict(controls)
         self.status = W.HTML()
@@ -112,7 +112,12 @@ class Explorer(W.VBox):
         if auto:
             for w in self.controls.values():
                 w.observe(lambda _change: self.update(), names="value")
-        self.update()
+        if initial is None:
+            self.update()
+        else:  # what the notebook just measured at these settings: shown, not measured again
+            self.result = initial
+            self._show(render(initial), "measured in the cells above; move a control to re-run"
+                       if auto else "measured in the cells above; press Run to re-measure")
 
     def values(self) -> dict:
         return {name: w.value for name, w in self.controls.items()}
@@ -146,17 +151,22 @@ class Explorer(W.VBox):
             return
         finally:
             self.progress.layout.visibility = "hidden"
+        self._show(shown, f"ran in {time.perf_counter() - t0:.2f} s")
+
+    def _show(self, shown, status: str) -> None:
         self.output.clear_output(wait=True)
         with self.output:
             display(shown)
-        self.status.value = f"<span style='color:#666'>ran in {time.perf_counter() - t0:.2f} s</span>"
+        self.status.value = f"<span style='color:#666'>{status}</span>"
 
 
 def explore(run: Callable, render: Callable, auto: bool = True, title: str = "",
-            **controls: W.Widget) -> Explorer:
+            initial=None, **controls: W.Widget) -> Explorer:
     """Widget pattern: ``controls`` → ``run(**values)`` → ``render(result)`` shown below.
 
     If ``run`` takes a ``progress`` argument it receives a callback taking a fraction in
     [0, 1]. Set ``auto=False`` for slow experiments: they then run on a button press.
+    ``initial``: a result the notebook already measured at the controls' starting values,
+    drawn first instead of running ``run`` again.
     """
-    return Explorer(run, render, controls, auto=auto, title=title)
+    return Explorer(run, render, controls, auto=auto, title=title, initial=initial)

@@ -1439,7 +1439,6 @@ def ddp_timeline(pool: Workers | int | None = None, bucket_cap_mb: float = 25.0,
     ``per_worker`` rows per worker: 64 on the CPU, 4096 on GPUs by default.
     """
     pool = _pool(pool)
-    default_size = per_worker is None
     per_worker = _size(pool, 64, 4096, per_worker)
     if not bucket_cap_mb > 0:
         raise DistributedError(f"bucket_cap_mb must be > 0 (MiB), got {bucket_cap_mb!r}.")
@@ -1450,8 +1449,6 @@ def ddp_timeline(pool: Workers | int | None = None, bucket_cap_mb: float = 25.0,
     timing = _slowest(r["timing"] for r in res)
     out = DDPTimeline(events, float(bucket_cap_mb), res[0]["bucket_bytes"], timing, pool.n,
                       pool.backend, pool.device_name, res[0]["grad_bytes"])
-    if default_size:  # the widget's size: its first drawing may reuse this
-        _PRIMED[("ddp", pool.n, pool.backend, float(bucket_cap_mb))] = out
     return out
 
 
@@ -1571,7 +1568,6 @@ def pipeline(pool: Workers | int | None = None, microbatches: Sequence[int] = (1
     ``rows`` in the batch: 250 on the CPU, 8192 on GPUs by default.
     """
     pool = _pool(pool)
-    default_rows = rows is None
     rows = _size(pool, PIPE_ROWS, 8192, rows)
     ms = [int(m) for m in ((microbatches,) if isinstance(microbatches, int) else microbatches)]
     if any(m < 1 or m > rows for m in ms):
@@ -1590,8 +1586,6 @@ def pipeline(pool: Workers | int | None = None, microbatches: Sequence[int] = (1
                    res[0]["whole_param_bytes"], [r["layers"] for r in res],
                    [r["runs"][-1]["peak_bytes"] for r in res], pool.backend,
                    res[0]["device_name"])
-    if default_rows:  # the widget's size: its first drawing may reuse this
-        _PRIMED[("pipeline", pool.n, pool.backend, tuple(ms))] = out
     return out
 
 
@@ -1615,24 +1609,12 @@ def try_average_gradients(fn: Callable, pool: Workers | int | None = None, per_w
 
 # =========================================================================== widgets
 
-# The latest DDP timeline and pipeline of each configuration, kept for ONE reuse by
-# ``explore``: a widget's first drawing shows what the notebook just measured instead of
-# measuring it again; every later run measures afresh.
-_PRIMED: dict = {}
-
-
 def explore(workers: int = 2, bucket_kib: int = 1024, microbatches: int = 4) -> dict:
     """Widget back end: a DDP step with ``bucket_kib`` buckets and a pipeline over the workers."""
     pool = _pool(int(workers))
     ms = (1, int(microbatches)) if int(microbatches) != 1 else (1,)
-    k_ddp = ("ddp", pool.n, pool.backend, float(bucket_kib) / 1024)
-    k_pipe = ("pipeline", pool.n, pool.backend, ms)
-    tl = _PRIMED.pop(k_ddp, None) or ddp_timeline(pool, bucket_cap_mb=bucket_kib / 1024, samples=2)
-    pipe = None
-    if pool.n <= PIPE_DEPTH:
-        pipe = _PRIMED.pop(k_pipe, None) or pipeline(pool, microbatches=ms, samples=2)
-    _PRIMED.pop(k_ddp, None)
-    _PRIMED.pop(k_pipe, None)
+    tl = ddp_timeline(pool, bucket_cap_mb=bucket_kib / 1024, samples=2)
+    pipe = pipeline(pool, microbatches=ms, samples=2) if pool.n <= PIPE_DEPTH else None
     return {"ddp": tl, "pipeline": pipe, "microbatches": int(microbatches)}
 
 
