@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .errors import DeviceError
+from .errors import DeviceError, MissingDependency
 
 ENV_VAR = "GPUCOURSE_DEVICE"
 BACKENDS = ("cpu", "cuda")
@@ -84,13 +84,21 @@ def is_cuda() -> bool:
     return backend() == "cuda"
 
 
-def require_cuda(what: str = "this step") -> None:
-    """Raise a clear error when the active backend is not a CUDA GPU."""
+def require_cuda(what: str = "this step", needs: str | None = None) -> None:
+    """Raise a clear error when the active backend is not a CUDA GPU, or (``needs`` "cupy" or
+    "torch") when the library the step runs on the GPU is missing: MissingDependency, which
+    ``make gpu-check`` reports as a skipped step."""
     if not is_cuda():
         raise DeviceError(
             f"{what} needs a CUDA GPU and this machine runs the course on the CPU; "
             "use the model or reference data shown next to it, or run on a machine with a GPU."
         )
+    if needs == "cupy" and not cupy_works():
+        raise MissingDependency(f"{what} runs CUDA C kernels through CuPy, which is missing "
+                                "here: install it (pip install -e .[gpu]).")
+    if needs == "torch" and not torch_cuda_works():
+        raise MissingDependency(f"{what} runs PyTorch on the GPU; install a CUDA build of "
+                                "PyTorch (see the README).")
 
 
 # --------------------------------------------------------------------------- arrays

@@ -16,8 +16,7 @@ import numpy as np
 
 from .. import bench, check, device, models, specs
 from ..check.timing import SimulatedAsyncDevice
-from ..errors import (CourseError, DeviceError, LaunchError, MissingDependency, PrecisionError,
-                      SpecError)
+from ..errors import CourseError, DeviceError, LaunchError, PrecisionError, SpecError
 
 STRIDES = (1, 2, 4, 8, 16, 32)
 BLOCK = 256
@@ -944,10 +943,7 @@ def gpu_check() -> dict:
     The coalesced copy must reach 80 % of the measured device copy bandwidth (a large
     library copy), and the stride-32 copy must be at least 5x slower than stride 1.
     """
-    device.require_cuda("chapter 1's gpu_check")
-    if _cupy() is None:
-        raise MissingDependency("chapter 1's gpu_check needs CuPy to run copy.cu on the GPU "
-                          "(pip install -e .[gpu]).")
+    device.require_cuda("chapter 1's gpu_check", needs="cupy")  # copy.cu runs through CuPy
     out = {"device": device.describe().short_name}
     # First, while the copy kernel has not been built in this process: its cold first call.
     out["timing"] = timing_wrong_vs_right(n=1 << 22, min_time_s=0.05)

@@ -19,7 +19,7 @@ import numpy as np
 from .. import bench, check, device, models, reference, specs
 from ..display import Table
 from ..check import ch2 as _probes
-from ..errors import DeviceError, LaunchError, MissingDependency, PrecisionError
+from ..errors import DeviceError, LaunchError, PrecisionError
 
 MiB = 2**20
 GiB = 2**30
@@ -1084,10 +1084,7 @@ def gpu_check() -> dict:
     """The chapter's GPU figures, measured, with the pass/fail of each threshold of the issue:
     padded transpose >= 80 % of the copy kernel and >= 2x the naive one; pinned beats
     pageable host-to-device copies at 64 MiB and above. About 30-40 s on a GPU."""
-    device.require_cuda("The chapter-2 GPU check")
-    if _cupy() is None:  # the transpose ladder runs transpose.cu through CuPy
-        raise MissingDependency("The chapter-2 GPU check needs CuPy to run transpose.cu on the GPU "
-                          "(pip install -e .[gpu]).")
+    device.require_cuda("The chapter-2 GPU check", needs="cupy")  # transpose.cu through CuPy
     t0 = time.perf_counter()
     out: dict = {"device": device.describe().short_name, "notes": []}
     problem = emulator_problem()

@@ -43,7 +43,7 @@ import torch.nn as nn
 from ..bench import format_bytes as _fmt_bytes, format_time as _fmt_s
 from .. import bench, check, models
 from .. import device as _device
-from ..errors import CourseError, MissingDependency
+from ..errors import CourseError
 
 MASTER_ADDR = "127.0.0.1"
 # A collective that waits longer than this fails inside the worker (init_process_group's timeout).
@@ -1657,10 +1657,7 @@ def gpu_check() -> dict:
     (all-reduce bus bandwidth, scaling efficiency, pipeline bubble) need two or more GPUs
     and are reported as not measured.
     """
-    _device.require_cuda("chapter 3's GPU check")
-    if not _device.torch_cuda_works():
-        raise MissingDependency("chapter 3's GPU check runs torch.distributed with NCCL on the GPUs; "
-                                "install a CUDA build of PyTorch (see the README).")
+    _device.require_cuda("chapter 3's GPU check", needs="torch")  # NCCL on the GPUs
     gpus = gpu_count()
     out: dict[str, Any] = {"gpus": gpus, "device": torch.cuda.get_device_name(0)}
     t_start = time.perf_counter()

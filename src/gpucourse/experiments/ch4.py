@@ -16,7 +16,7 @@ import numpy as np
 from .. import bench, check, device, models, reference, specs
 from ..check.ch4 import divergence_grid  # the launch the lab's checker uses too
 from ..display import Table
-from ..errors import LaunchError, MissingDependency
+from ..errors import LaunchError
 from ..models import ceil_div
 
 # The GPU the models describe when no GPU is present (any name from specs.names()).
@@ -897,10 +897,7 @@ def run_all(quick: bool = True, progress=None) -> dict:
 
 def gpu_check() -> dict:
     """The figures chapter 4's issue names, measured on this GPU, with each threshold's pass/fail."""
-    device.require_cuda("chapter 4's GPU check")
-    if not device.cupy_works():
-        raise MissingDependency("chapter 4's GPU check runs CUDA C kernels through CuPy, which is "
-                          "missing here: install it (pip install -e .[gpu]).")
+    device.require_cuda("chapter 4's GPU check", needs="cupy")
     sweep = block_size_sweep(min_time_s=0.05)
     times = sweep["measured"]["median_s"]
     best = min(times)

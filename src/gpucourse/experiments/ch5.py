@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import bench, check, device, models, reference, specs
 from ..display import Note, Table
-from ..errors import DeviceError, LaunchError, MissingDependency, PrecisionError
+from ..errors import LaunchError, PrecisionError
 from ..models import ceil_div
 
 SECTION = "ch5"
@@ -597,10 +597,8 @@ def cudnn_benchmark_mode(shapes=CUDNN_SHAPES, min_time_s: float = 0.05, seed: in
     timed on its own shape: "on" uses the input with height and width swapped (the same work).
     Reports the first call (benchmark mode tries several algorithms in it) and the steady time.
     """
-    device.require_cuda("cuDNN's benchmark mode")
+    device.require_cuda("cuDNN's benchmark mode", needs="torch")
     torch = _torch()
-    if not torch_on_gpu():
-        raise DeviceError("cuDNN's benchmark mode needs PyTorch with CUDA; install a CUDA build of torch.")
     F = torch.nn.functional
     rows = []
     old = torch.backends.cudnn.benchmark
@@ -1129,10 +1127,7 @@ def gpu_check() -> dict:
     unfused elementwise chain (>= 2x); the measured sparse crossover density; matmul TFLOP/s
     per precision.
     """
-    device.require_cuda("chapter 5's GPU check")
-    if not device.cupy_works():
-        raise MissingDependency("chapter 5's GPU check runs CUDA C kernels through CuPy; "
-                          "install it (pip install -e .[gpu]).")
+    device.require_cuda("chapter 5's GPU check", needs="cupy")
     t0 = time.perf_counter()
     torch_gpu = torch_on_gpu()
     notes = [] if torch_gpu else [

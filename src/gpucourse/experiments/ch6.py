@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from .. import bench, check, device, models, reference, specs
 from ..display import Table
 from ..check.ch6 import ReferenceScaler
-from ..errors import MissingDependency, PrecisionError
+from ..errors import PrecisionError
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "int8")
 DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
@@ -1383,10 +1383,7 @@ def alignment(n: int = 8192, min_time_s: float = 0.2, dev: str = "cuda") -> dict
 
 def gpu_check() -> dict:
     """The figures chapter 6's issue names, measured on this GPU, with each threshold's pass/fail."""
-    device.require_cuda("chapter 6's GPU check")
-    if not device.torch_cuda_works():
-        raise MissingDependency("chapter 6's GPU check runs PyTorch on the GPU; install a CUDA build "
-                          "of PyTorch (see the README).")
+    device.require_cuda("chapter 6's GPU check", needs="torch")
     dev = "cuda"
     cc = torch.cuda.get_device_capability()
     amp = amp_training(("fp32", "tf32", "bf16", "fp16"), min_time_s=0.3, dev=dev)
