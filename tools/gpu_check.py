@@ -134,8 +134,7 @@ def kernel_benchmarks() -> tuple[list[dict], dict]:
     ks = ch1.copy_kernels()
     copies = {"copy_v1_coalesced": lambda: ch1.launch_copy(ks, a, out, n, None)}
     for name, k in ks["others"].items():
-        copies[name] = lambda k=k, g=ch1.grid_stride_blocks(n): k((g,), (ch1.BLOCK,),
-                                                                 (a, out, np.int32(n)))
+        copies[name] = lambda k=k: ch1.launch_copy_version(k, a, out, n)
     for stride in (1, 2, 8, 32):
         copies[f"copy_v2_strided[stride={stride}]"] = \
             lambda s=stride: ch1.launch_copy(ks, a, out, n, s)

@@ -323,6 +323,12 @@ def grid_stride_blocks(n: int, block: int = BLOCK) -> int:
     return min(math.ceil(n / block), 32 * (device.describe().sm_count or 80))
 
 
+def launch_copy_version(kernel, x, y, n: int, block: int = BLOCK) -> None:
+    """One copy of ``n`` floats by a grid-stride version of copy.cu (v3 on), as the chapter
+    launches it: ``grid_stride_blocks`` blocks of ``block`` threads."""
+    kernel((grid_stride_blocks(n, block),), (block,), (x, y, np.int32(n)))
+
+
 def _check_block_and_stride(block: int, stride: int | None) -> None:
     if block < 1 or (stride is not None and stride < 1):
         raise LaunchError(f"block size {block} and stride {stride} must both be at least 1 "
@@ -414,16 +420,14 @@ def gpu_stride_sweep(strides=STRIDES, nbytes: int | None = None, block: int = BL
     coalesced = bench.benchmark(launch_copy, ks, x, y, n, None, block, label="copy_v1_coalesced",
                                 bytes=8 * n, size=n, min_time_s=min_time_s)
     versions = {"copy_v1_coalesced": coalesced.gbps}
-    others_grid = grid_stride_blocks(n, block)
     for name, k in ks["others"].items():
-        args = ((others_grid,), (block,), (x, y, np.int32(n)))
         y.fill(-1)
-        k(*args)
+        launch_copy_version(k, x, y, n, block)
         _sync()
         if not bool(cp.array_equal(x, y)):
             raise AssertionError(f"{name} gave a wrong copy on the GPU")
-        versions[name] = bench.benchmark(k, *args, label=name, bytes=8 * n, size=n,
-                                         min_time_s=min_time_s).gbps
+        versions[name] = bench.benchmark(launch_copy_version, k, x, y, n, block, label=name,
+                                         bytes=8 * n, size=n, min_time_s=min_time_s).gbps
     best = max(versions, key=versions.get)
     gbps, times = [], []
     for i, s in enumerate(strides):
