@@ -320,6 +320,22 @@ def test_bench_times_with_cuda_events_and_flushes_l2_on_the_fake_gpu(fake_gpu):
     assert t.device == "NVIDIA H200" and t.count >= 2 and all_finite(t.samples_s)
 
 
+def test_a_cuda_timing_waits_for_the_gpu_before_each_l2_flush_also_in_cpu_mode(fake_gpu,
+                                                                               monkeypatch):
+    """GPUCOURSE_DEVICE=cpu makes the CPU the active backend, but benchmark(backend="cuda")
+    times GPU work: it must still wait for the GPU before timing around a cache flush."""
+    monkeypatch.setenv(device.ENV_VAR, "cpu")
+    waits = []
+    monkeypatch.setattr(fake_gpu.cuda.Device, "synchronize", lambda self: waits.append(1))
+    x = fake_gpu.random.random(1024, dtype=fake_gpu.float32)
+    t = bench.benchmark(x.fill, 1.0, min_time_s=0.01, min_samples=3, max_samples=3,
+                        flush_l2=True, backend="cuda")
+    assert t.backend == "cuda" and t.l2_flushed and t.count == 3
+    assert len(waits) == 3  # one per sample, after its flush
+    device.synchronize()  # the active backend is the CPU: nothing to wait for
+    assert len(waits) == 3
+
+
 def test_bandwidth_experiments_size_their_buffers_well_over_ten_times_l2():
     """The course's rule for a GPU: a bandwidth experiment streams buffers well over ten times
     the L2, so the cache cannot serve them (sizes only; nothing is allocated here)."""

@@ -181,8 +181,11 @@ class _CudaEventTimer:
 
     method = "CUDA events"
 
-    # Waits for CuPy's and PyTorch's queued work alike (before an L2 flush is timed around).
-    sync = staticmethod(_device.synchronize)
+    @staticmethod
+    def sync():
+        # CuPy's and PyTorch's queued work alike (before an L2 flush is timed around), also
+        # when GPUCOURSE_DEVICE=cpu but the caller asked for backend="cuda".
+        _device.synchronize("cuda")
 
     def __init__(self):
         if _device.cupy_works():

@@ -137,9 +137,14 @@ def to_host(array) -> np.ndarray:
     return np.asarray(array)
 
 
-def synchronize() -> None:
-    """Wait for all queued GPU work (no-op on the CPU)."""
-    if not is_cuda():
+def synchronize(which: str | None = None) -> None:
+    """Wait for all queued GPU work (no-op on the CPU).
+
+    ``which`` is the backend to wait for (default: the active one): a timer of CUDA work
+    passes ``"cuda"``, because it must wait even when ``GPUCOURSE_DEVICE=cpu`` makes the CPU
+    the active backend.
+    """
+    if (which or backend()) != "cuda":
         return
     if cupy_works():
         import cupy as cp
