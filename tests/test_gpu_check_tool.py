@@ -2,6 +2,8 @@
 import subprocess
 import sys
 
+import pytest
+
 import gpu_check
 from gpucourse import check
 
@@ -9,14 +11,18 @@ from gpucourse import check
 def test_threshold_summary_prints_figures_and_yes_no_checks(capsys):
     gpu_check.print_thresholds({
         "1": {"status": "ok", "result": {"checks": {
-            "copy": check.threshold(59.4, 80, False, "coalesced copy % of library copy")}}},
+            "copy": check.at_least(59.4, 80, "coalesced copy % of library copy"),
+            "streams": check.at_most(1.27, 1.2, "total / bound"),
+            "old": {"value": 2.0, "threshold": 3.0, "passed": False, "what": "saved before rules"}}}},
         "3": {"status": "ok", "result": {"checks": {
             "nccl_selected": check.threshold(None, None, True, "NCCL chosen")}}},
         "4": {"status": "ok", "result": {"checks": {
             "crossover": check.threshold(0.12, None, True, "density found")}}},
         "5": {"status": "skipped", "reason": "time budget spent"}})
     out = capsys.readouterr().out
-    assert "ch1 FAIL copy: 59.4 (limit 80) coalesced copy" in out
+    assert "ch1 FAIL copy: 59.4 (limit at least 80) coalesced copy" in out
+    assert "ch1 FAIL streams: 1.27 (limit at most 1.2) total / bound" in out
+    assert "ch1 FAIL old: 2 (limit 3) saved before rules" in out
     assert "ch3 PASS nccl_selected: NCCL chosen" in out
     assert "ch4 PASS crossover: 0.12 (limit -) density found" in out  # a value without a limit
     assert "ch5: skipped: time budget spent" in out
@@ -29,3 +35,14 @@ def test_without_a_gpu_it_exits_non_zero_with_one_line(root):
                                "PYTHONPATH": str(root / "src")})
     assert proc.returncode == 1
     assert "no CUDA GPU" in proc.stdout
+
+
+def test_threshold_records_judge_by_their_rule():
+    assert check.at_least(80, 80, "x")["passed"] and not check.more_than(1.0, 1.0, "x")["passed"]
+    assert check.at_most(1.2, 1.2, "x")["passed"] and not check.at_most(1.27, 1.2, "x")["passed"]
+    assert check.at_least(59.4, 80, "x") == {"value": 59.4, "threshold": 80.0, "passed": False,
+                                             "what": "x", "rule": "at least"}
+    assert check.limit_text(check.more_than(2, 1, "x")) == "more than 1"
+    assert check.limit_text(check.threshold(None, None, True, "yes/no")) == "-"
+    with pytest.raises(ValueError, match="at least"):
+        check.threshold(1, 2, True, "x", rule=">=")

@@ -221,6 +221,8 @@ def chapter_checks(budget_end: float, save, record: dict, only=None) -> dict:
 
 def print_thresholds(chapters: dict) -> None:
     """Each chapter's acceptance figures, one line each: the summary an issue note needs."""
+    from gpucourse import check
+
     print("\nchapter thresholds (value vs limit):")
     for n, chapter in chapters.items():
         if chapter.get("status") != "ok":
@@ -234,8 +236,8 @@ def print_thresholds(chapters: dict) -> None:
                 print(f"  ch{n} {verdict} {name}: {c.get('what', '')}")
                 continue
             value = "-" if c.get("value") is None else f"{c['value']:.3g}"
-            limit = "-" if c.get("threshold") is None else f"{c['threshold']:.3g}"
-            print(f"  ch{n} {verdict} {name}: {value} (limit {limit}) {c.get('what', '')}")
+            print(f"  ch{n} {verdict} {name}: {value} (limit {check.limit_text(c)}) "
+                  f"{c.get('what', '')}")
 
 
 def write_reference(record: dict) -> Path:

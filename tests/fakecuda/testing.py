@@ -17,7 +17,7 @@ import pytest
 
 from . import install, uninstall_caches
 
-THRESHOLD_KEYS = {"value", "threshold", "passed", "what"}
+THRESHOLD_KEYS = {"value", "threshold", "passed", "what", "rule"}
 
 #: bench's warm-up on the fake (timings mean nothing here: keep it short).
 WARMUP_S = 0.01
@@ -72,12 +72,16 @@ def all_finite(xs) -> bool:
 def assert_threshold(name, c, yes_no: bool = False) -> None:
     """A ``check.threshold`` record; ``yes_no``: a check without a limit, whose value may be
     None (nothing found)."""
+    from gpucourse import check
+
     assert set(c) == THRESHOLD_KEYS, (name, c)
     if yes_no:
         assert c["threshold"] is None and (c["value"] is None or finite(c["value"])), (name, c)
     else:
         assert finite(c["value"]) and finite(c["threshold"]), (name, c)
     assert isinstance(c["passed"], bool) and isinstance(c["what"], str) and c["what"], (name, c)
+    if not yes_no:  # a figure with a limit says which way it must lie
+        assert c["rule"] in check.THRESHOLD_RULES, (name, c)
 
 
 def assert_jsonable(result) -> None:

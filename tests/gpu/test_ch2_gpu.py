@@ -96,4 +96,4 @@ def test_gpu_check_is_json_ready():
     out = ch2.gpu_check()
     json.dumps(out)
     assert set(out["checks"]) >= {"padded_pct_of_copy", "padded_over_naive"}
-    assert all(set(c) == {"value", "threshold", "passed", "what"} for c in out["checks"].values())
+    assert all(set(c) == {"value", "threshold", "passed", "what", "rule"} for c in out["checks"].values())

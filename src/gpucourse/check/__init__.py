@@ -6,6 +6,7 @@ Chapter lab checkers live in ``gpucourse.check.chN``; they may use ``kernels`` a
 from __future__ import annotations
 
 import contextlib
+import operator
 from typing import Callable, Iterable
 
 import numpy as np
@@ -257,12 +258,43 @@ def expect_failure(match: str = ""):
     raise AssertionError("expected the check to fail, but it passed")
 
 
-def threshold(value, limit, ok: bool, what: str) -> dict:
+def threshold(value, limit, ok: bool, what: str, rule: str | None = None) -> dict:
     """One acceptance figure of a chapter's GPU check: the value, its limit and whether it holds.
 
     Every chapter's ``gpu_check()`` reports its figures in this shape, so that
-    ``make gpu-check`` can print them side by side.
+    ``make gpu-check`` can print them side by side. ``rule`` names the comparison (a key of
+    ``THRESHOLD_RULES``) when ``ok`` is just that comparison; ``at_least``, ``more_than`` and
+    ``at_most`` build such records. Judge ``ok`` yourself only for a check with a condition
+    of its own.
     """
+    if rule is not None and rule not in THRESHOLD_RULES:
+        raise ValueError(f"rule {rule!r} is not one of {', '.join(THRESHOLD_RULES)}.")
     return {"value": None if value is None else float(value),
             "threshold": None if limit is None else float(limit),
-            "passed": bool(ok), "what": what}
+            "passed": bool(ok), "what": what, "rule": rule}
+
+
+#: The comparisons a threshold record may name, in words for its printout.
+THRESHOLD_RULES = {"at least": operator.ge, "more than": operator.gt, "at most": operator.le}
+
+
+def _by_rule(rule: str):
+    def record(value, limit, what: str) -> dict:
+        return threshold(value, limit, THRESHOLD_RULES[rule](value, limit), what, rule=rule)
+
+    record.__name__ = rule.replace(" ", "_")
+    record.__doc__ = f"A threshold record that passes when the value is {rule} the limit."
+    return record
+
+
+at_least, more_than, at_most = (_by_rule(r) for r in THRESHOLD_RULES)
+
+
+def limit_text(record: dict) -> str:
+    """A threshold record's limit in words ("at least 80"); "-" when it has none. Records
+    saved before rules were recorded give the bare number."""
+    limit = record.get("threshold")
+    if limit is None:
+        return "-"
+    rule = record.get("rule")
+    return f"{rule} {limit:.3g}" if rule else f"{limit:.3g}"

@@ -1099,12 +1099,11 @@ def gpu_check() -> dict:
                         "shared_over_naive": summ["shared_over_naive"],
                         "spec_gbps": lad["spec_gbps"], "conflicts": lad["conflicts"]}
     pct, over = summ["padded_pct_of_copy"], summ["padded_over_naive"]
-    checks = {"padded_pct_of_copy": check.threshold(
-                  pct, THRESHOLDS["padded_pct_of_copy"], pct >= THRESHOLDS["padded_pct_of_copy"],
+    checks = {"padded_pct_of_copy": check.at_least(
+                  pct, THRESHOLDS["padded_pct_of_copy"],
                   "padded transpose GB/s as % of the tile-shaped copy kernel"),
-              "padded_over_naive": check.threshold(
-                  over, THRESHOLDS["padded_over_naive"], over >= THRESHOLDS["padded_over_naive"],
-                  "padded transpose GB/s / naive transpose GB/s")}
+              "padded_over_naive": check.at_least(
+                  over, THRESHOLDS["padded_over_naive"], "padded transpose GB/s / naive transpose GB/s")}
     if device.torch_cuda_works():
         sweep = transfer_sweep(sizes=GPU_SIZES, min_time_s=0.1)
         ratios = pinned_over_pageable(sweep, THRESHOLDS["pinned_from_bytes"])
@@ -1114,7 +1113,7 @@ def gpu_check() -> dict:
         checks["pinned_over_pageable"] = check.threshold(
             worst, THRESHOLDS["pinned_over_pageable"],
             worst is not None and worst > THRESHOLDS["pinned_over_pageable"],
-            f"pinned / pageable host-to-device GB/s, smallest ratio at >= "
+            rule="more than", what=f"pinned / pageable host-to-device GB/s, smallest ratio at >= "
             f"{THRESHOLDS['pinned_from_bytes'] // MiB} MiB")
         loops = time_loops(min_time_s=0.2)
         out["loops"] = {t.label: {"per_step_ms": t.median_s / t.size * 1e3, "epoch_ms": t.median_s * 1e3}

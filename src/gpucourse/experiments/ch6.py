@@ -1397,18 +1397,18 @@ def gpu_check() -> dict:
         "bf16_autocast_speedup": check.threshold(sp.get("bf16", 0.0), 2.0,
                                         sp.get("bf16", 0.0) >= 2.0 or cc < (8, 0),
                                         "fp32 step time / bf16 autocast step time (x); "
-                                        "required on GPUs with BF16 tensor cores"),
+                                        "required on GPUs with BF16 tensor cores", rule="at least"),
         "fp16_scaled_matches_fp32": check.threshold(max(ls["max_rel_gap"]["static"], ls["max_rel_gap"]["dynamic"]),
                                            LOSS_MATCH_RTOL,
                                            all(ls["scaled_match"].values()),
-                                           "largest relative loss gap, scaled fp16 vs fp32"),
-        "fp16_unscaled_loses_gradients": check.threshold(ls["max_zeroed_unscaled"], 0.05,
-                                                ls["max_zeroed_unscaled"] >= 0.05,
-                                                "largest share of weight gradients flushed to zero, "
-                                                "fp16 without scaling"),
-        "int8_gemm_faster_than_bf16": check.threshold(gemm["int8_tops"] / gemm["bf16_tops"], 1.0,
-                                             gemm["int8_tops"] > gemm["bf16_tops"],
-                                             "int8 TOP/s / bf16 TFLOP/s for an 8192^3 matmul"),
+                                           "largest relative loss gap, scaled fp16 vs fp32",
+                                           rule="at most"),
+        "fp16_unscaled_loses_gradients": check.at_least(ls["max_zeroed_unscaled"], 0.05,
+                                                        "largest share of weight gradients flushed "
+                                                        "to zero, fp16 without scaling"),
+        "int8_gemm_faster_than_bf16": check.more_than(gemm["int8_tops"] / gemm["bf16_tops"], 1.0,
+                                                      "int8 TOP/s / bf16 TFLOP/s for an 8192^3 "
+                                                      "matmul"),
     }
     return {"checks": checks, "passed": all(c["passed"] for c in checks.values()),
             "compute_capability": "%d.%d" % cc,
