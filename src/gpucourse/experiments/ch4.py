@@ -125,11 +125,11 @@ def occupancy_curve(gpu=None, block_sizes=BLOCK_SIZES, regs_per_thread: int = SA
 
 
 def default_sweep_n() -> int:
-    """Elements of the sweep on a GPU: 12 bytes per element moved, well over ten times the L2."""
+    """Elements of the saxpy sweep: on a GPU, x and y each the course's bandwidth buffer
+    (16 x the L2, at most 1 GiB), 12 bytes moved per element."""
     if not on_gpu():
         return 1 << 26
-    l2 = device.describe().l2_bytes or 50 * 2**20
-    return int(min(1 << 28, max(1 << 24, 2 ** math.ceil(math.log2(40 * l2 / 4)))))
+    return device.bandwidth_buffer_bytes(cap=1 << 30) // 4
 
 
 def _saxpy_regs_on_gpu() -> int | None:
