@@ -18,7 +18,7 @@ from typing import Callable
 import numpy as np
 
 from .. import models
-from . import Exercise, assert_close, random_array, rng
+from . import Exercise, assert_close, learner_kernel, random_array, rng, run_learner_kernel
 
 # --------------------------------------------------------------------------- allocation counter
 
@@ -578,42 +578,35 @@ def check_padded_transpose(source, kernel: str = "transpose_padded", number: str
 
     Returns the trace of step 3.
     """
-    from .. import emulator, kernels
+    from .. import emulator
     from ..errors import CourseError
 
     with Exercise(number, title):
         if callable(source):
             source = source()
-        assert isinstance(source, str), \
-            f"give the kernel's CUDA C source as a string, not {type(source).__name__}"
         try:
-            mod = kernels.from_source(source, defines=TRANSPOSE_DEFINES, name="transpose_padded.cu",
-                                      backend="cpu")
-            k = getattr(mod, kernel)
-        except CourseError as exc:
+            k = learner_kernel(source, "transpose_padded.cu", kernel, TRANSPOSE_DEFINES)
+        except CourseError as exc:  # a compile error, with the line to fix
             raise AssertionError(str(exc)) from None
         rows, cols = 67, 45
         a = random_array((rows, cols), np.float32, seed=rows)
         out = emulator.empty((cols, rows))
         grid, block = _transpose_launch(rows, cols)
         try:
-            k(grid, block, (a, out, np.int32(rows), np.int32(cols)), race_check=True, isolate=True)
-        except emulator.KernelError as exc:
+            run_learner_kernel(k, grid, block, (a, out, np.int32(rows), np.int32(cols)),
+                               f"for a {rows} x {cols} matrix", race_check=True)
+        except AssertionError as exc:
             msg = str(exc)
             if "race" in msg:
                 msg += ("\nEvery thread must finish writing its part of the tile before any thread "
                         "reads a column of it: put __syncthreads() between the two loops.")
             raise AssertionError(msg) from None
-        except CourseError as exc:
-            raise AssertionError(str(exc)) from None
         for rows, cols in TRANSPOSE_SHAPES:
             a = random_array((rows, cols), np.float32, seed=rows * 1000 + cols)
             out = emulator.empty((cols, rows))
             grid, block = _transpose_launch(rows, cols)
-            try:
-                k(grid, block, (a, out, np.int32(rows), np.int32(cols)), isolate=True)
-            except CourseError as exc:
-                raise AssertionError(f"for a {rows} x {cols} matrix: {exc}") from None
+            run_learner_kernel(k, grid, block, (a, out, np.int32(rows), np.int32(cols)),
+                               f"for a {rows} x {cols} matrix")
             try:
                 assert_close(out, a.T, rtol=0, atol=0, name=f"transpose of a {rows} x {cols} matrix")
             except AssertionError as exc:
