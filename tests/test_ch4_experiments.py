@@ -208,6 +208,26 @@ def test_block_size_zero_is_one_sentence():
         ch4.block_size_point(0, sweep)
 
 
+@pytest.mark.parametrize("call,match", [
+    (lambda: ch4.streams(n_streams=0), "use 1 to 32 streams"),
+    (lambda: ch4.streams(n_streams=1000), "use 1 to 32 streams"),
+    (lambda: ch4.streams(n_streams=2.5), "use 1 to 32 streams"),
+    (lambda: ch4.streams(n_streams=4, chunks=0), "at least 1 chunk"),
+    (lambda: ch4.reduce_counts(0), "at least 1 element"),
+    (lambda: ch4.reduce_counts(-1), "at least 1 element"),
+])
+def test_stream_and_launch_counts_refuse_impossible_numbers_in_one_sentence(call, match):
+    from gpucourse.errors import LaunchError
+
+    with pytest.raises(LaunchError, match=match):
+        call()
+
+
+def test_stream_and_launch_counts_take_numpy_integers():
+    assert ch4.streams(n_streams=np.int64(32), nbytes=1 << 20)["n_streams"] == 32
+    assert "n = 1" in str(ch4.reduce_counts(np.int64(1)))
+
+
 def test_kernel_source_and_skew_say_what_to_use():
     from gpucourse.errors import CourseError
 

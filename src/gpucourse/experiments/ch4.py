@@ -10,6 +10,7 @@ measurements taken on real GPUs (``gpucourse.reference``, key ``"ch4"``).
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 
@@ -558,12 +559,23 @@ def _infer_starts(rows) -> list[list]:
     return out
 
 
+#: Streams beyond this share the GPU's hardware work queues (32 since Kepler's Hyper-Q).
+MAX_STREAMS = 32
+
+
 def streams(n_streams: int = 4, chunks: int | None = None, nbytes: int | None = None,
             compute_ratio: float = 1.0, gpu=None) -> dict:
     """Copy→compute→copy serially, chunked with a sync per chunk, and over ``n_streams`` streams.
 
     Measured with CUDA events on a GPU (pinned host memory); ``models.stream_timeline`` elsewhere.
     """
+    if not (isinstance(n_streams, numbers.Integral) and 1 <= n_streams <= MAX_STREAMS):
+        raise LaunchError(f"n_streams={n_streams!r}: use 1 to {MAX_STREAMS} streams (a GPU feeds "
+                          f"its engines through {MAX_STREAMS} hardware queues; more streams share "
+                          "them).")
+    if chunks is not None and not (isinstance(chunks, numbers.Integral) and chunks >= 1):
+        raise LaunchError(f"chunks={chunks!r}: split the work into at least 1 chunk (or leave it "
+                          "None for 4 per stream).")
     check_streams_kernel()
     chunks = int(chunks or max(4 * n_streams, 8))
     if on_gpu():
@@ -862,6 +874,8 @@ def copy_ceiling(x, min_time_s: float = 0.1) -> bench.Timing:
 
 def reduce_counts(n: int, gpu=None) -> Table:
     """Per launch of each rung at ``n`` elements: blocks, global atomics, barriers per block (counted from the launch shape, not timed)."""
+    if not (isinstance(n, numbers.Integral) and n >= 1):
+        raise LaunchError(f"n={n!r}: count the launches for at least 1 element (e.g. 1 << 28).")
     spec = model_gpu(gpu)
     rows = []
     for v in reduce_versions():
