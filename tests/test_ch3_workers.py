@@ -190,6 +190,17 @@ def test_bad_worker_counts_are_refused():
         ch3.Workers(2, backend="nccl")
 
 
+def test_more_cpu_workers_than_the_machine_can_hold_are_refused_before_any_starts(monkeypatch):
+    monkeypatch.setattr(ch3, "_cpu_count", lambda: 2)
+    started = []
+    monkeypatch.setattr(ch3, "free_port", lambda: started.append(1) or 0)
+    with pytest.raises(CourseError, match="use at most 4"):
+        ch3.Workers(64, backend="gloo")
+    assert not started
+    monkeypatch.setattr(ch3, "_cpu_count", lambda: 16)
+    assert ch3.max_gloo_workers() == 32
+
+
 
 def test_nccl_workers_bind_torch_and_cupy_to_their_local_rank(monkeypatch):
     """Under torchrun with several GPUs per node, local rank 1 must time on GPU 1: torch and

@@ -115,6 +115,12 @@ def max_workers() -> int:
     return gpu_count() or _cpu_count()
 
 
+def max_gloo_workers() -> int:
+    """The most CPU (gloo) workers the course starts: twice the cores, at least 4. More only
+    queue for the cores, and every worker process holds its own copy of PyTorch in memory."""
+    return max(4, 2 * _cpu_count())
+
+
 def default_workers() -> int:
     """All GPUs when there are at least two; otherwise two CPU workers (one core each)."""
     gpus = gpu_count()
@@ -413,6 +419,11 @@ class Workers:
             raise DistributedError(
                 f"NCCL needs one GPU per worker: {n} workers asked for, {gpu_count()} GPU(s) "
                 "here; use fewer workers or backend='gloo'.")
+        if self.backend == "gloo" and n > max_gloo_workers():
+            raise DistributedError(
+                f"{n} CPU workers on {_cpu_count()} core(s) would take turns on the cores and each "
+                f"load its own PyTorch (a few hundred MB): use at most {max_gloo_workers()} "
+                f"(ch3.max_workers() gives one per core).")
         self.threads = threads_per_worker(n, self.backend)
         self.collective_timeout_s = float(collective_timeout_s)
         self.closed = False
