@@ -12,5 +12,5 @@ def test_both_versions_are_timed_down_to_one_value():
 
 @pytest.mark.parametrize("n", [0, -5, 2.5])
 def test_a_size_below_one_says_what_to_use(n):
-    with pytest.raises(ValueError, match="at least 1 value"):
+    with pytest.raises(ValueError, match="whole number of at least 1"):
         ch0.loop_vs_vectorized(n=n)

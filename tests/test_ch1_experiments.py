@@ -197,3 +197,16 @@ def test_precision_names_are_not_case_sensitive_and_unknown_ones_are_one_sentenc
         ch1.gpu_roofline_model("T4", "fp16")["points"][0]["bytes"]  # 2 bytes, not 4
     with pytest.raises(PrecisionError, match="no fp8 peak"):
         ch1.model_views("T4", "fp8")
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: ch1.transfer_vs_compute(nbytes=-1), "nbytes=-1: use a whole number of at least 1"),
+    (lambda: ch1.transfer_vs_compute(matmul_n=0), "matmul_n=0"),
+    (lambda: ch1.timing_wrong_vs_right(n=0), "n=0: use a whole number of at least 1"),
+    (lambda: ch1.sector_model("H100", strides=(1, 0)), "stride=0: use a whole number"),
+])
+def test_sizes_and_strides_below_one_are_one_sentence(call, match):
+    from gpucourse.errors import InputError
+
+    with pytest.raises(InputError, match=match):
+        call()

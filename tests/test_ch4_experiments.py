@@ -212,14 +212,14 @@ def test_block_size_zero_is_one_sentence():
     (lambda: ch4.streams(n_streams=0), "use 1 to 32 streams"),
     (lambda: ch4.streams(n_streams=1000), "use 1 to 32 streams"),
     (lambda: ch4.streams(n_streams=2.5), "use 1 to 32 streams"),
-    (lambda: ch4.streams(n_streams=4, chunks=0), "at least 1 chunk"),
-    (lambda: ch4.reduce_counts(0), "at least 1 element"),
-    (lambda: ch4.reduce_counts(-1), "at least 1 element"),
+    (lambda: ch4.streams(n_streams=4, chunks=0), "chunks=0: use a whole number of at least 1"),
+    (lambda: ch4.reduce_counts(0), "n=0: use a whole number of at least 1"),
+    (lambda: ch4.reduce_counts(-1), "n=-1: use a whole number of at least 1"),
 ])
 def test_stream_and_launch_counts_refuse_impossible_numbers_in_one_sentence(call, match):
-    from gpucourse.errors import LaunchError
+    from gpucourse.errors import CourseError
 
-    with pytest.raises(LaunchError, match=match):
+    with pytest.raises(CourseError, match=match):
         call()
 
 

@@ -266,8 +266,18 @@ def test_a_matrix_size_below_one_is_one_sentence():
 
 
 def test_a_density_outside_0_1_is_one_sentence():
-    from gpucourse.errors import LaunchError
+    from gpucourse.errors import InputError
 
-    for bad in (5, -0.1, float("nan"), 0):
-        with pytest.raises(LaunchError, match="fraction of non-zeros"):
+    for bad in (5, -0.1, float("nan"), 0, "0.1"):
+        with pytest.raises(InputError, match="use a fraction above 0 and at most 1 .e.g. 0.01, 1 % "
+                                             "non-zeros"):
             ch5.sparse_point(bad)
+    with pytest.raises(InputError, match="density=2"):  # the sweep too, before it times anything
+        ch5.sparse_sweep(densities=(0.1, 2))
+
+
+def test_a_fusion_size_below_one_is_one_sentence():
+    from gpucourse.errors import InputError
+
+    with pytest.raises(InputError, match="n=-1: use a whole number of at least 1"):
+        ch5.fusion(n=-1)

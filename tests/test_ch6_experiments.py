@@ -199,3 +199,18 @@ def test_a_loss_scale_exponent_out_of_range_is_one_sentence():
     for bad in (65536, float("inf"), float("nan")):
         with pytest.raises(PrecisionError, match="16 means a scale of 65536"):
             ch6.zeroed_at_scale(bad)
+
+
+def test_steps_below_one_and_unknown_autocast_names_are_one_sentence():
+    from gpucourse.errors import InputError
+
+    with pytest.raises(InputError, match="steps=-1: use a whole number of at least 1"):
+        ch6.loss_scaling(steps=-1)
+    with pytest.raises(InputError, match="steps=0"):
+        ch6.gradient_magnitudes(steps=0)
+    with pytest.raises(PrecisionError, match="'bf16' or 'fp16'"):
+        ch6.autocast_dtypes("int8")
+
+
+def test_autocast_dtypes_takes_a_precision_name_as_well():
+    assert str(ch6.autocast_dtypes("bf16")) == str(ch6.autocast_dtypes(torch.bfloat16))

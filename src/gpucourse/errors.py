@@ -1,4 +1,6 @@
-"""Exceptions that tell a learner, in one sentence, what went wrong and how to fix it."""
+"""Exceptions that tell a learner, in one sentence, what went wrong and how to fix it, and the
+argument checks that raise them."""
+import numbers
 
 
 class CourseError(Exception):
@@ -32,3 +34,23 @@ class PrecisionError(CourseError, ValueError):
 
 class KernelError(CourseError, RuntimeError):
     """A kernel that failed while it ran: stuck at a barrier, crashed, timed out or raced."""
+
+
+class InputError(CourseError, ValueError):
+    """An argument outside what it can mean: a size below 1, a density above 1, ..."""
+
+
+def whole_number(value, what: str, example, minimum: int = 1) -> int:
+    """``value`` as an int when it is a whole number of at least ``minimum``; otherwise an
+    InputError naming the argument and a value that works (``example``)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise InputError(f"{what}={value!r}: use a whole number of at least {minimum} "
+                         f"(e.g. {example}).")
+    return int(value)
+
+
+def fraction(value, what: str, example) -> float:
+    """``value`` when it is a fraction above 0 and at most 1; otherwise an InputError."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 < value <= 1.0:
+        raise InputError(f"{what}={value!r}: use a fraction above 0 and at most 1 (e.g. {example}).")
+    return float(value)

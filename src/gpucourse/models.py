@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping, NamedTuple
 
 from . import specs
-from .errors import CourseError, SpecError
+from .errors import InputError, SpecError
 
 WARP_SIZE = 32
 SECTOR_BYTES = 32
@@ -25,7 +25,7 @@ BANK_WORD_BYTES = 4
 TRANSFER_LATENCY_S = 10e-6
 
 
-class ModelInputError(CourseError, ValueError):
+class ModelInputError(InputError):
     """An argument a model cannot use (a negative size, an empty address list, ...)."""
 
 

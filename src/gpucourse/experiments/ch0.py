@@ -1,11 +1,10 @@
 """Chapter 0 (start here): a Python loop against a vectorized call, checked then timed."""
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
 from .. import bench, check
+from ..errors import whole_number
 
 
 def sum_of_squares_loop(x: np.ndarray) -> float:
@@ -36,8 +35,7 @@ def check_versions(n: int = 10_007, seed: int = 0) -> None:
 
 def loop_vs_vectorized(n: int = 100_000, seed: int = 0, min_time_s: float = 0.2) -> bench.Timings:
     """Check, then time both versions on ``n`` random float64 values."""
-    if not (isinstance(n, numbers.Integral) and n >= 1):
-        raise ValueError(f"n={n!r}: time the two versions on at least 1 value (e.g. 100_000).")
+    whole_number(n, "n", "100_000")
     check_versions(seed=seed)
     x = check.random_array(n, np.float64, seed=seed)
     return bench.Timings(

@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import bench, check, device, models, specs
 from ..check.timing import SimulatedAsyncDevice
-from ..errors import CourseError, DeviceError, LaunchError, PrecisionError, SpecError
+from ..errors import CourseError, DeviceError, LaunchError, PrecisionError, SpecError, whole_number
 
 STRIDES = (1, 2, 4, 8, 16, 32)
 BLOCK = 256
@@ -201,6 +201,7 @@ def timing_wrong_vs_right(n: int = 1 << 22, seed: int = 0, min_time_s: float = 0
     On the CPU: a NumPy op measured for real (cold call vs warm median) and an asynchronous
     launch on a simulated device. On a GPU, the copy kernel itself, measured for real.
     """
+    whole_number(n, "n", "1 << 22")
     rows = _numpy_cold_vs_warm(n, seed, min_time_s)
     if _cupy() is not None:
         rows += _gpu_timing(gpu_bytes or device.bandwidth_buffer_bytes(cap=1 << 30), min_time_s)
@@ -291,6 +292,8 @@ def sector_model(gpu=None, strides=STRIDES, elem_bytes: int = 4) -> dict:
     effective rate is the datasheet bandwidth x useful bytes / moved bytes. Caches, DRAM
     pages and latency are ignored, so from stride 8 (4-byte elements) on the model stays flat.
     """
+    for s in strides:
+        whole_number(s, "stride", "1 for a coalesced copy, 32 for the worst case")
     spec = _spec(gpu)
     effs = [models.sectors(models.strided_addresses(s, elem_bytes), elem_bytes).efficiency
             for s in strides]
@@ -642,6 +645,8 @@ def transfer_vs_compute(gpu: str | None = None, nbytes: int = 16 * MiB, matmul_n
     device compute are measured too; the ``models.transfer_time`` and ``models.roofline``
     figures for ``gpu`` come alongside, labelled as a model.
     """
+    whole_number(nbytes, "nbytes", "16 * MiB")
+    whole_number(matmul_n, "matmul_n", 1024)
     spec = _spec(gpu)
     rows = []
     for op in ops:

@@ -17,7 +17,7 @@ import numpy as np
 from .. import bench, check, device, models, reference, specs
 from ..check.ch4 import divergence_grid  # the launch the lab's checker uses too
 from ..display import Table
-from ..errors import LaunchError
+from ..errors import LaunchError, whole_number
 from ..models import ceil_div
 
 # The GPU the models describe when no GPU is present (any name from specs.names()).
@@ -573,9 +573,8 @@ def streams(n_streams: int = 4, chunks: int | None = None, nbytes: int | None = 
         raise LaunchError(f"n_streams={n_streams!r}: use 1 to {MAX_STREAMS} streams (a GPU feeds "
                           f"its engines through {MAX_STREAMS} hardware queues; more streams share "
                           "them).")
-    if chunks is not None and not (isinstance(chunks, numbers.Integral) and chunks >= 1):
-        raise LaunchError(f"chunks={chunks!r}: split the work into at least 1 chunk (or leave it "
-                          "None for 4 per stream).")
+    if chunks is not None:
+        whole_number(chunks, "chunks", "4 per stream, or None for that")
     check_streams_kernel()
     chunks = int(chunks or max(4 * n_streams, 8))
     if on_gpu():
@@ -874,8 +873,7 @@ def copy_ceiling(x, min_time_s: float = 0.1) -> bench.Timing:
 
 def reduce_counts(n: int, gpu=None) -> Table:
     """Per launch of each rung at ``n`` elements: blocks, global atomics, barriers per block (counted from the launch shape, not timed)."""
-    if not (isinstance(n, numbers.Integral) and n >= 1):
-        raise LaunchError(f"n={n!r}: count the launches for at least 1 element (e.g. 1 << 28).")
+    whole_number(n, "n", "1 << 28")
     spec = model_gpu(gpu)
     rows = []
     for v in reduce_versions():

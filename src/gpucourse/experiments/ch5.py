@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import bench, check, device, models, reference, specs
 from ..display import Note, Table
-from ..errors import LaunchError, PrecisionError
+from ..errors import LaunchError, PrecisionError, fraction, whole_number
 from ..models import ceil_div
 
 SECTION = "ch5"
@@ -688,6 +688,8 @@ def sparse_sweep(n: int | None = None, k: int | None = None, densities=DENSITIES
     """
     import warnings
 
+    for d in densities:  # the fraction of non-zeros
+        fraction(d, "density", "0.01, 1 % non-zeros")
     torch = _torch()
     dev = device.torch_device()
     backend = dev
@@ -760,9 +762,6 @@ def crossover_text(sweep: dict, key: str = "crossover", what: str = "torch.spars
 def sparse_point(density: float, n: int | None = None, k: int | None = None,
                  min_time_s: float = 0.05, seed: int = 0) -> bench.Timings:
     """The density widget's experiment: dense and CSR at one density, checked then timed."""
-    if not (isinstance(density, (int, float)) and 0.0 < density <= 1.0):
-        raise LaunchError(f"density is the fraction of non-zeros, above 0 and at most 1 (e.g. "
-                          f"0.01 for 1 %); got {density!r}.")
     res = sparse_sweep(n=n, k=k, densities=(density,), seed=seed, min_time_s=min_time_s,
                        cupyx=False)
     dev = res["device"]
@@ -857,7 +856,8 @@ def _fusion(n, use_compile, min_time_s, seed) -> dict:
     # On a GPU (PyTorch's, or CuPy's alone): 16 x its L2 (device.bandwidth_buffer_bytes), so
     # the chain streams from memory; the CuPy rows are that GPU's figures either way.
     gpu = dev == "cuda" or on_gpu()
-    n = n or (device.bandwidth_buffer_bytes(cap=1 << 30) // 4 if gpu else FUSION_N_CPU)
+    n = whole_number(n, "n", FUSION_N_CPU) if n is not None else (
+        device.bandwidth_buffer_bytes(cap=1 << 30) // 4 if gpu else FUSION_N_CPU)
     x_np = check.random_array(n, seed=seed, kind="normal")  # both signs: ReLU matters
     x = torch.from_numpy(x_np).to(dev)
     out_t = torch.empty_like(x)

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from .. import bench, check, device, models, reference, specs
 from ..display import Table
 from ..check.ch6 import ReferenceScaler
-from ..errors import PrecisionError
+from ..errors import PrecisionError, whole_number
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "int8")
 DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
@@ -728,6 +728,7 @@ def loss_scaling(steps: int = 100, static_scale: float = 2.0 ** 12, growth_inter
     Returns the runs, the largest relative loss gap to FP32 of each, whether the scaled runs
     stay within ``LOSS_MATCH_RTOL``, and (with ``min_time_s`` > 0) the time of one step of each.
     """
+    whole_number(steps, "steps", 100)
     dev = dev or torch_device()
     modes = ("fp32", "none", "static", "dynamic") + (("bf16",) if bf16 else ())
     with cpu_threads() if dev == "cpu" else contextlib.nullcontext():
@@ -795,6 +796,7 @@ def _checkpoint(steps: int, setup: ScalingSetup):
 
 def gradient_magnitudes(steps: int = 60, setup: ScalingSetup = ScalingSetup()) -> dict:
     """|gradient| of every weight and every activation, in FP32, at a mid-training checkpoint."""
+    whole_number(steps, "steps", 60)
     master, xb, yb = _checkpoint(steps, setup)
     params = [p.detach().clone().requires_grad_() for p in master]
     acts = []
@@ -1036,7 +1038,14 @@ def amp_table(result: dict) -> Table:
 
 
 def autocast_dtypes(dtype=torch.bfloat16, dev: str | None = None) -> Table:
-    """The dtype each common op returns under autocast on this device (measured, not a list)."""
+    """The dtype each common op returns under autocast on this device (measured, not a list).
+
+    ``dtype``: torch.bfloat16 or torch.float16, or their names "bf16" and "fp16"."""
+    if isinstance(dtype, str):
+        if dtype not in ("bf16", "fp16"):
+            raise PrecisionError(f"autocast runs in 'bf16' or 'fp16' (or torch.bfloat16, "
+                                 f"torch.float16), not {dtype!r}.")
+        dtype = DTYPES[dtype]
     dev = dev or torch_device()
     g = torch.Generator().manual_seed(0)
     x = torch.randn(8, 16, generator=g).to(dev)
