@@ -111,6 +111,25 @@ def test_conv_versions_agree_and_are_timed():
         ch5.cudnn_benchmark_mode()
 
 
+def test_cudnn_benchmark_mode_checks_then_times_both_modes_on_the_cpu_stand_in():
+    """Its GPU run is the only other caller: the same steps on the CPU, where the switch does
+    nothing (so no figure is looked at), at awkward shapes with a stride."""
+    import torch
+
+    before = torch.backends.cudnn.benchmark
+    res = ch5.cudnn_benchmark_mode(shapes=((2, 5, 6, 13, 3, 1), (1, 3, 4, 21, 7, 2)),
+                                   min_time_s=0.01, dev="cpu")
+    assert torch.backends.cudnn.benchmark == before  # the switch is put back
+    assert [r["shape"] for r in res["rows"]] == ["2×5×13×14, 6 filters 3×3, stride 1",
+                                                 "1×3×21×22, 4 filters 7×7, stride 2"]
+    for r in res["rows"]:
+        assert all(r[k] > 0 for k in ("first_call_off_s", "first_call_on_s", "steady_off_s",
+                                      "steady_on_s", "speedup"))
+    assert res["rows"][1]["flops"] == 2.0 * 1 * 4 * 3 * 49 * 11 * 11
+    assert res["device"].startswith("CPU")
+    assert "first call ms" in str(ch5.cudnn_table(res))
+
+
 # --------------------------------------------------------------------------- sparse
 
 def test_crossover_interpolates_on_log_axes():

@@ -590,41 +590,52 @@ CUDNN_SHAPES = (  # (batch, in, out, size, kernel, stride): a few layer shapes o
     (32, 512, 2048, 7, 1, 1))
 
 
-def cudnn_benchmark_mode(shapes=CUDNN_SHAPES, min_time_s: float = 0.05, seed: int = 0) -> dict:
+def cudnn_benchmark_mode(shapes=CUDNN_SHAPES, min_time_s: float = 0.05, seed: int = 0,
+                         dev: str = "cuda") -> dict:
     """conv2d with ``torch.backends.cudnn.benchmark`` off, then on, on a GPU.
 
     cuDNN caches the algorithm it chose per shape, whichever mode chose it, so each mode is
     timed on its own shape: "on" uses the input with height and width swapped (the same work).
-    Reports the first call (benchmark mode tries several algorithms in it) and the steady time.
+    Each is checked against float64 on the CPU first (one image). Reports the first call
+    (benchmark mode tries several algorithms in it) and the steady time. ``dev="cpu"`` takes
+    the same steps on the CPU, where the switch does nothing: for the tests of this function.
     """
-    device.require_cuda("cuDNN's benchmark mode", needs="torch")
+    if dev == "cuda":
+        device.require_cuda("cuDNN's benchmark mode", needs="torch")
     torch = _torch()
     F = torch.nn.functional
+    wait = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
     rows = []
     old = torch.backends.cudnn.benchmark
     try:
         with device.tf32(False):
             for i, (n, ci, co, s, k, st) in enumerate(shapes):
-                g = torch.Generator(device="cuda").manual_seed(seed + i)
-                w = torch.rand(co, ci, k, k, device="cuda", generator=g) - 0.5
+                g = torch.Generator(device=dev).manual_seed(seed + i)
+                w = torch.rand(co, ci, k, k, device=dev, generator=g) - 0.5
                 row = {"shape": f"{n}×{ci}×{s}×{s + 1}, {co} filters {k}×{k}, stride {st}",
                        "flops": 2.0 * n * co * ci * k * k * ceil_div(s, st) * ceil_div(s + 1, st)}
                 for mode, (h, wd) in (("off", (s, s + 1)), ("on", (s + 1, s))):
                     torch.backends.cudnn.benchmark = mode == "on"
-                    x = torch.rand(n, ci, h, wd, device="cuda", generator=g)
-                    torch.cuda.synchronize()
+                    x = torch.rand(n, ci, h, wd, device=dev, generator=g)
+                    wait()
                     t0 = time.perf_counter()
-                    F.conv2d(x, w, stride=st, padding=k // 2)
-                    torch.cuda.synchronize()
+                    out = F.conv2d(x, w, stride=st, padding=k // 2)
+                    wait()
                     row[f"first_call_{mode}_s"] = time.perf_counter() - t0
+                    ref = F.conv2d(x[:1].cpu().double(), w.cpu().double(), stride=st, padding=k // 2)
+                    # Each output sums ci*k*k products of |x| < 1 and |w| < 0.5: float32's
+                    # rounding is relative to that sum, not to the (cancelling) result.
+                    check.assert_close(out[:1].cpu(), ref, rtol=1e-4, atol=1e-6 * ci * k * k,
+                                       name=f"conv2d, cudnn.benchmark {mode}, {row['shape']}")
                     t = bench.benchmark(F.conv2d, x, w, stride=st, padding=k // 2,
-                                        label=f"benchmark {mode}", min_time_s=min_time_s)
+                                        label=f"benchmark {mode}", min_time_s=min_time_s,
+                                        backend=dev)
                     row[f"steady_{mode}_s"] = t.median_s
                 row["speedup"] = row["steady_off_s"] / row["steady_on_s"]
                 rows.append(row)
     finally:
         torch.backends.cudnn.benchmark = old
-    return {"rows": rows, "device": device.describe().short_name}
+    return {"rows": rows, "device": device.describe(dev).short_name}
 
 
 def cudnn_table(result: dict) -> Table:
