@@ -214,3 +214,12 @@ def test_steps_below_one_and_unknown_autocast_names_are_one_sentence():
 
 def test_autocast_dtypes_takes_a_precision_name_as_well():
     assert str(ch6.autocast_dtypes("bf16")) == str(ch6.autocast_dtypes(torch.bfloat16))
+
+
+def test_a_low_precision_square_matmul_is_checked_against_float64_before_timing():
+    for dtype, rtol in ch6.LOW_PRECISION_MATMUL_RTOL.items():
+        a = torch.randn(67, 67, generator=torch.Generator().manual_seed(1)).to(dtype)
+        assert ch6.check_square_matmul(a, "ok") < rtol / 5  # rounding of the output only
+    a = torch.randn(67, 67).to(torch.bfloat16)
+    with pytest.raises(AssertionError, match="relative error"):  # a product of the wrong operand
+        ch6.check_square_matmul(a, "transposed", product=lambda x, y: x @ y.t())

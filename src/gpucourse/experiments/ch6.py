@@ -1367,12 +1367,32 @@ def int8_gemm(m: int = 8192, k: int = 8192, n: int = 8192, min_time_s: float = 0
     return out
 
 
+#: Relative error (Frobenius norm) allowed for a product whose OUTPUT is rounded to the type:
+#: about ten units of its last place (2^-11 for FP16, 2^-8 for BF16), room for the reduced-
+#: precision split-K sums cuBLAS may use. A wrong product is off by about 1.4.
+LOW_PRECISION_MATMUL_RTOL = {torch.float16: 5e-3, torch.bfloat16: 3e-2}
+
+
+def check_square_matmul(a: torch.Tensor, name: str, product=torch.matmul) -> float:
+    """``product(a, a)`` (the matmul that is timed) in a's own type against float64 on the
+    same, already rounded, inputs, over its first 64 rows; returns the relative error and
+    raises when it is over the type's tolerance."""
+    rows = a[:64]
+    got = product(rows, a).double().cpu()
+    ref = rows.double().cpu() @ a.double().cpu()
+    err = float((got - ref).norm() / ref.norm())
+    rtol = LOW_PRECISION_MATMUL_RTOL.get(a.dtype, 1e-5)
+    assert err < rtol, f"{name}: relative error {err:.3g} of a @ a is over {rtol:g}"
+    return err
+
+
 def bf16_vs_fp16_matmul(n: int = 4096, min_time_s: float = 0.2, dev: str = "cuda") -> dict:
     """TFLOP/s of an n x n x n matmul in FP16 and in BF16: far apart when BF16 is emulated."""
     out = {}
     for name, dtype in (("fp16", torch.float16), ("bf16", torch.bfloat16)):
         a = torch.randn(n, n, device=dev).to(dtype)
         try:
+            check_square_matmul(a, f"{name} matmul, n={n}")
             out[name] = _bench(lambda a=a: a @ a, name, dev, min_time_s, flops=2 * n ** 3).gflops / 1e3
         except RuntimeError as exc:  # a GPU or build without BF16 GEMMs at all
             out[name], out[name + "_error"] = 0.0, str(exc)[:120]
@@ -1385,6 +1405,7 @@ def alignment(n: int = 8192, min_time_s: float = 0.2, dev: str = "cuda") -> dict
     out = {}
     for size in (n, n - 1):
         a = torch.randn(size, size, device=dev, dtype=torch.bfloat16)
+        check_square_matmul(a, f"bf16 matmul, n={size}")
         tm = _bench(lambda a=a: a @ a, str(size), dev, min_time_s, flops=2 * size ** 3)
         out[str(size)] = tm.gflops / 1e3
     return out
