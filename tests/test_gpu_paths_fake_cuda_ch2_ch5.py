@@ -310,6 +310,12 @@ def test_other_ch2_gpu_branches_run_on_the_fake_gpu(fake_gpu):
     assert sweep["kind"] == "model" and sweep["series"] == {}
     assert sweep["gpu"] == specs.lookup("H200").name  # the models describe the active GPU
     assert ch2.transfer_at(1 << 20)["measured"] == {}
+    # and the PyTorch-only measurements say what is missing in one sentence
+    from gpucourse.errors import MissingDependency
+
+    for step in (ch2.time_loops, ch2.peak_memory):
+        with pytest.raises(MissingDependency, match="CUDA build of PyTorch"):
+            step()
 
 
 def test_ch2_run_all_and_its_figures_run_on_the_fake_gpu(fake_gpu):

@@ -390,7 +390,7 @@ def loop_timelines(config: dict | None = None, gpu=None) -> dict:
 
 def time_loops(config: dict | None = None, min_time_s: float = 0.3, seed: int = 0) -> bench.Timings:
     """Measured time per epoch of the three loops on a GPU (checked first at a small size)."""
-    device.require_cuda("Timing the training loops")
+    device.require_cuda("Timing the training loops", needs="torch")
     check_loops(seed=seed)
     c = dict(config or GPU_LOOP_CONFIG)
     X, Y = make_data(c["batches"], c["batch"], c["features"], c["classes"], seed=seed)
@@ -1034,7 +1034,7 @@ def peak_memory(dtype: str = "fp32", widths=(1024, 4096, 4096, 1000), batch: int
     The default MLP and batch make activations most of the memory (about 2.4 GB in fp32 against
     0.4 GB for weights, gradients and Adam state), as in most large-batch training.
     """
-    device.require_cuda("Measuring peak GPU memory")
+    device.require_cuda("Measuring peak GPU memory", needs="torch")
     torch = _torch()
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
