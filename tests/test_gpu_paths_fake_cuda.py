@@ -313,6 +313,14 @@ def test_other_ch4_gpu_branches_run_on_the_fake_gpu(fake_gpu):
         assert got == pytest.approx(float(fake_gpu.sum(x, dtype=fake_gpu.float64)), rel=1e-4), v
 
 
+def test_with_one_copy_engine_the_streams_bound_is_both_copies_in_turn(fake_gpu, monkeypatch):
+    monkeypatch.setitem(fakecuda.PROPERTIES, "asyncEngineCount", 1)
+    st = ch4.streams(n_streams=2, chunks=4, nbytes=1 << 15)
+    assert st["copy_engines"] == 1 and st["duplex_s"] is None  # nothing to measure together
+    assert st["copy_s"] == st["h2d_s"] + st["d2h_s"]
+    assert st["bound_s"] == max(st["copy_s"], st["compute_s"])
+
+
 def test_bench_times_with_cuda_events_and_flushes_l2_on_the_fake_gpu(fake_gpu):
     x = fake_gpu.zeros(1024, dtype=fake_gpu.float32)
     t = bench.benchmark(x.fill, 1.0, bytes=4096, min_time_s=0.01, min_samples=2, flush_l2=True)

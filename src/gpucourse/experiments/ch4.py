@@ -521,12 +521,13 @@ def _measure_streams(n_streams: int, chunks: int, nbytes: int, compute_ratio: fl
         end.synchronize()
         return cp.cuda.get_elapsed_time(start, end) * 1e-3
 
-    duplex_s = min(duplex() for _ in range(repeats))
+    engines = int(cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id).get("asyncEngineCount", 1))
+    # With one copy engine the copies in and out cannot overlap: nothing to measure together.
+    duplex_s = min(duplex() for _ in range(repeats)) if engines >= 2 else None
     multi_total, multi_rows = best_of(k, chunks, n_streams, False)
     # The result must still be right after all the chunking.
     check.assert_close(host_out[: min(n, 4096)], divergence_reference(host_in[: min(n, 4096)], k),
                        rtol=1e-5, atol=1e-5, name="streams output")
-    engines = int(cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id).get("asyncEngineCount", 1))
     # With two copy engines the copies in and out overlap each other, but a link and host memory
     # rarely give full speed both ways at once: the copy time is both directions measured together.
     copy_s = duplex_s if engines >= 2 else h2d + d2h
