@@ -216,3 +216,10 @@ def test_bad_tile_is_a_clear_error():
 
     with pytest.raises(LaunchError, match="use 16 or 32"):
         ch2.transpose_module(24)
+
+
+def test_a_footprint_batch_given_as_text_is_one_sentence():
+    from gpucourse.errors import InputError
+
+    with pytest.raises(InputError, match="batch='8'"):
+        ch2.footprint_pair("fp32", True, "8")

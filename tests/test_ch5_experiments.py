@@ -295,8 +295,10 @@ def test_a_density_outside_0_1_is_one_sentence():
         ch5.sparse_sweep(densities=(0.1, 2))
 
 
-def test_a_fusion_size_below_one_is_one_sentence():
+def test_a_fusion_or_matmul_size_that_is_not_a_whole_number_is_one_sentence():
     from gpucourse.errors import InputError
 
     with pytest.raises(InputError, match="n=-1: use a whole number of at least 1"):
         ch5.fusion(n=-1)
+    with pytest.raises(InputError, match="n='512'"):
+        ch5.precision_point("fp32", "512")

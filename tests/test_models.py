@@ -3,6 +3,7 @@ import dataclasses
 import pickle
 import random
 
+import numpy as np
 import pytest
 
 from gpucourse import models, specs
@@ -531,3 +532,11 @@ def test_bytes_in_flight_is_littles_law():
     assert str(r).startswith("model: ")
     with pytest.raises(models.ModelInputError):
         models.bytes_in_flight("H200", bytes_per_thread=0)
+
+
+def test_a_count_given_as_text_is_one_sentence():
+    from gpucourse.models import ModelInputError
+
+    with pytest.raises(ModelInputError, match="params must be a whole number, got '1e9'"):
+        models.training_memory("1e9", 10)
+    assert models.training_memory(np.int64(10), 1e3).total > 0  # NumPy and float counts are fine

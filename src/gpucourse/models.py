@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, NamedTuple
 
@@ -59,7 +60,8 @@ class _ModelResult:
 
 def _int(value, what: str, minimum: int | None = 0) -> int:
     """An integer argument at least ``minimum`` (None: any), or a clear error."""
-    if isinstance(value, bool) or not float(value).is_integer():
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or \
+            not float(value).is_integer():
         raise ModelInputError(f"{what} must be a whole number, got {value!r}.")
     value = int(value)
     if minimum is not None and value < minimum:

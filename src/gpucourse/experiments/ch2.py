@@ -19,7 +19,7 @@ import numpy as np
 from .. import bench, check, device, models, reference, specs
 from ..display import Table
 from ..check import ch2 as _probes
-from ..errors import DeviceError, LaunchError, PrecisionError
+from ..errors import DeviceError, LaunchError, PrecisionError, whole_number
 
 MiB = 2**20
 GiB = 2**30
@@ -937,6 +937,7 @@ def footprint(dtype: str = "fp32", master_weights: bool | None = None, widths=FO
     """Bytes of weights, gradients, master copy, Adam state and activations: the model
     (``models.training_memory``) next to the real tensors' ``nbytes`` after one step."""
     torch = _torch()
+    batch = whole_number(batch, "batch", FOOTPRINT_BATCH)
     counts = mlp_counts(widths, batch)
     model_mem = models.training_memory(counts["params"], counts["activations"], dtype=dtype,
                                        optimizer="adam", master_weights=master_weights)

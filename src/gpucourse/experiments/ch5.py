@@ -1016,7 +1016,7 @@ def matmul_throughput(precision: str = "fp32", n: int | None = None,
     torch = _torch()
     err = check_precision_matmul(precision, seed=seed)
     dev = device.torch_device()
-    n = n or (8192 if dev == "cuda" else 512)
+    n = whole_number(n, "n", 512) if n is not None else (8192 if dev == "cuda" else 512)
     dt = _torch_dtype(precision)
     g = torch.Generator(device=dev).manual_seed(seed)
     A = torch.rand(n, n, device=dev, generator=g).to(dt) - 0.5
