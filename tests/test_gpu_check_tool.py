@@ -46,3 +46,11 @@ def test_threshold_records_judge_by_their_rule():
     assert check.limit_text(check.threshold(None, None, True, "yes/no")) == "-"
     with pytest.raises(ValueError, match="at least"):
         check.threshold(1, 2, True, "x", rule=">=")
+
+
+def test_the_recorded_command_keeps_the_options_but_not_the_output_folder():
+    assert gpu_check.recorded_command(["--skip-tests", "--chapters", "1,4", "--out", "/tmp/x/y"]) \
+        == "python tools/gpu_check.py --skip-tests --chapters 1,4 --out DIR"
+    assert gpu_check.recorded_command(["--out=/data/run", "--no-reference"]) \
+        == "python tools/gpu_check.py --out=DIR --no-reference"
+    assert gpu_check.recorded_command([]) == "python tools/gpu_check.py"

@@ -219,6 +219,19 @@ def chapter_checks(budget_end: float, save, record: dict, only=None) -> dict:
     return out
 
 
+def recorded_command(argv: list[str]) -> str:
+    """The command line as the reference data records it: the output folder is where this
+    machine kept its files, which says nothing about the measurement, so it becomes DIR."""
+    args = []
+    for i, a in enumerate(argv):
+        if i and argv[i - 1] == "--out":
+            a = "DIR"
+        elif a.startswith("--out="):
+            a = "--out=DIR"
+        args.append(a)
+    return "python " + " ".join([os.path.relpath(__file__, ROOT), *args])
+
+
 def print_thresholds(chapters: dict) -> None:
     """Each chapter's acceptance figures, one line each: the summary an issue note needs."""
     from gpucourse import check
@@ -286,7 +299,7 @@ def main() -> int:
     record = {"gpu": info.name, "driver": info.driver_version, "runtime": info.runtime_version,
               "compute_capability": info.compute_capability, "device": info.to_dict(),
               "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-              "command": "python " + " ".join([os.path.relpath(__file__, ROOT), *sys.argv[1:]]),
+              "command": recorded_command(sys.argv[1:]),
               "platform": device.platform_summary()}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
