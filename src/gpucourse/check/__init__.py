@@ -6,7 +6,6 @@ Chapter lab checkers live in ``gpucourse.check.chN``; they may use ``kernels`` a
 from __future__ import annotations
 
 import contextlib
-import operator
 from typing import Callable, Iterable
 
 import numpy as np
@@ -262,7 +261,7 @@ def threshold(value, limit, ok: bool, what: str, rule: str | None = None) -> dic
     """One acceptance figure of a chapter's GPU check: the value, its limit and whether it holds.
 
     Every chapter's ``gpu_check()`` reports its figures in this shape, so that
-    ``make gpu-check`` can print them side by side. ``rule`` names the comparison (a key of
+    ``make gpu-check`` can print them side by side. ``rule`` names the comparison (one of
     ``THRESHOLD_RULES``) when ``ok`` is just that comparison; ``at_least``, ``more_than`` and
     ``at_most`` build such records. Judge ``ok`` yourself only for a check with a condition
     of its own.
@@ -275,19 +274,22 @@ def threshold(value, limit, ok: bool, what: str, rule: str | None = None) -> dic
 
 
 #: The comparisons a threshold record may name, in words for its printout.
-THRESHOLD_RULES = {"at least": operator.ge, "more than": operator.gt, "at most": operator.le}
+THRESHOLD_RULES = ("at least", "more than", "at most")
 
 
-def _by_rule(rule: str):
-    def record(value, limit, what: str) -> dict:
-        return threshold(value, limit, THRESHOLD_RULES[rule](value, limit), what, rule=rule)
-
-    record.__name__ = rule.replace(" ", "_")
-    record.__doc__ = f"A threshold record that passes when the value is {rule} the limit."
-    return record
+def at_least(value, limit, what: str) -> dict:
+    """A threshold record that passes when ``value >= limit``."""
+    return threshold(value, limit, value >= limit, what, rule="at least")
 
 
-at_least, more_than, at_most = (_by_rule(r) for r in THRESHOLD_RULES)
+def more_than(value, limit, what: str) -> dict:
+    """A threshold record that passes when ``value > limit``."""
+    return threshold(value, limit, value > limit, what, rule="more than")
+
+
+def at_most(value, limit, what: str) -> dict:
+    """A threshold record that passes when ``value <= limit``."""
+    return threshold(value, limit, value <= limit, what, rule="at most")
 
 
 def limit_text(record: dict) -> str:
