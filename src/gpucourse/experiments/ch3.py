@@ -1032,11 +1032,12 @@ def _pipeline_step(ctx: WorkerContext, stage: nn.Module, x, y, m: int, width: in
     return events
 
 
-def _whole_batch_grads(blocks, x, y, dtype) -> nn.Sequential:
-    """A copy of the whole model in ``dtype`` after one backward pass on the whole batch."""
+def _whole_batch_grads(blocks, x, y, dtype, layers) -> list[np.ndarray]:
+    """The gradients of ``layers`` when a copy of the whole model, in ``dtype``, runs one
+    backward pass on the whole batch."""
     whole = nn.Sequential(*copy.deepcopy(blocks)).to(device=x.device, dtype=dtype)
     loss_sum(whole(x.to(dtype)), y.to(dtype), x.numel()).backward()
-    return whole
+    return [g for i in layers for g in grads_numpy(whole[i])]
 
 
 def _check_pipeline_grad(got: np.ndarray, want: np.ndarray, want32: np.ndarray, what: str) -> None:
@@ -1068,9 +1069,8 @@ def _task_pipeline(ctx: WorkerContext, width: int, depth: int, rows: int,
     # References: the whole model on the whole batch, in float64 and in float32 (this worker's
     # device). The float32 one sizes rounding: its gradients' distance from float64 grows with
     # the batch (a 4096-row batch is 1e-3 away, relative), and the pipeline sums in float32 too.
-    ref, ref32 = ([g for i in mine for g in grads_numpy(whole[i])]
-                  for whole in (_whole_batch_grads(blocks, x, y, dtype) for dtype in
-                                (torch.float64, torch.float32)))
+    ref = _whole_batch_grads(blocks, x, y, torch.float64, mine)
+    ref32 = _whole_batch_grads(blocks, x, y, torch.float32, mine)
     whole_bytes = sum(tensor_bytes(b.parameters()) for b in blocks)  # float32
     out = {"rank": ctx.rank, "layers": [mine.start, mine.stop], "runs": [],
            "stage_param_bytes": tensor_bytes(stage.parameters()),
