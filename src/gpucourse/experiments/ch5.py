@@ -1169,7 +1169,7 @@ def gpu_check() -> dict:
         checks["fusion_speedup_torch_compile"] = check.at_least(
             compile_speedup, 2.0, "torch.compile (one kernel) vs the 5 ops into one buffer (x)")
     sgt = sg["timings"]
-    return {
+    out = {
         "checks": checks,
         "passed": all(c["passed"] for name, c in checks.items() if name != "sgemm_vs_cublas_stretch"),
         "sgemm": {"n": sg["n"], "labels": [t.label for t in sgt], "gflops": [t.gflops for t in sgt],
@@ -1182,17 +1182,19 @@ def gpu_check() -> dict:
                    "cupy_speedup": cupy_speedup, "compile_s": fu["compile_s"],
                    "compile_error": fu["compile_error"]},
         "notes": notes,
-        **({"sparse": {k: sp[k] for k in ("n", "k", "densities", "sparse_s", "dense_s", "crossover",
-                                          "nnz", "library")}
-                      | ({"cupyx_s": sp["cupyx_s"], "cupyx_crossover": sp["cupyx_crossover"]}
-                         if "cupyx_s" in sp else {})} if sp is not None else {}),
-        **({"precision_tflops": {t.label: t.gflops / 1e3 for t in pr["timings"]},
-            "precision_peak_tflops": pr["peak_tflops"],
-            "precision_n": pr["n"],
-            "precision_skipped": pr["skipped"]} if pr is not None else {}),
-        "cudnn_benchmark": cu["rows"] if cu else None,
-        "seconds": time.perf_counter() - t0,
     }
+    if sp is not None:
+        keys = ("n", "k", "densities", "sparse_s", "dense_s", "crossover", "nnz", "library")
+        if "cupyx_s" in sp:  # cupyx.scipy.sparse was timed too
+            keys += ("cupyx_s", "cupyx_crossover")
+        out["sparse"] = {k: sp[k] for k in keys}
+    if pr is not None:
+        out.update(precision_tflops={t.label: t.gflops / 1e3 for t in pr["timings"]},
+                   precision_peak_tflops=pr["peak_tflops"], precision_n=pr["n"],
+                   precision_skipped=pr["skipped"])
+    out["cudnn_benchmark"] = cu["rows"] if cu else None
+    out["seconds"] = time.perf_counter() - t0
+    return out
 
 
 __all__ = [n for n in dir() if not n.startswith("_")]
