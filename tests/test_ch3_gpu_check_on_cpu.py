@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-import gpu_check
-from fakecuda.testing import assert_jsonable, assert_threshold
+from fakecuda.testing import (assert_jsonable, assert_threshold, thresholds_printed,
+                              with_arguments)
 from gpucourse.experiments import ch3
 
 SMALL = {"ddp_scaling": {"per_worker": 64, "samples": 2}, "allreduce_sweep": {"samples": 2},
@@ -21,8 +21,7 @@ def result():
     mp = pytest.MonkeyPatch()
     try:
         for name, sizes in SMALL.items():
-            real = getattr(ch3, name)
-            mp.setattr(ch3, name, lambda *a, _real=real, _sizes=sizes, **k: _real(*a, **{**k, **_sizes}))
+            with_arguments(mp, ch3, name, **sizes)
         yield ch3.gpu_check(backend="gloo")
     finally:
         mp.undo()
@@ -40,8 +39,7 @@ def test_every_figure_of_two_workers_is_reported(result):
 
 
 def test_make_gpu_check_prints_one_line_per_threshold(result, capsys):
-    gpu_check.print_thresholds({"3": {"status": "ok", "result": result}})
-    lines = [l for l in capsys.readouterr().out.splitlines() if l.startswith("  ch3 ")]
+    lines = thresholds_printed(capsys, {"3": result})
     assert len(lines) == 5 and any("FAIL nccl_selected" in l for l in lines)
 
 

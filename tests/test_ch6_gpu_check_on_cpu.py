@@ -4,8 +4,8 @@ same steps run on the CPU (``dev="cpu"``) at small sizes, so that what the funct
 without a GPU. The figures mean nothing on the CPU; no test looks at them or at a verdict."""
 import pytest
 
-import gpu_check
-from fakecuda.testing import assert_jsonable, assert_threshold, finite
+from fakecuda.testing import (assert_jsonable, assert_threshold, finite, thresholds_printed,
+                              with_arguments)
 from gpucourse.experiments import ch6
 
 # gpu_check's GPU-sized calls, made small for the CPU (bf16 matmuls are slow on AVX2 cores)
@@ -18,18 +18,12 @@ TIMED = ("amp_training", "loss_scaling", "int8_inference", "int8_gemm", "alignme
 @pytest.fixture(scope="module")
 def result():
     mp = pytest.MonkeyPatch()
-    seen = []
+    calls = {name: [] for name in TIMED}
     try:
         for name in TIMED:
-            real = getattr(ch6, name)
-
-            def small(*args, _real=real, _name=name, **kwargs):
-                seen.append((_name, kwargs.get("dev")))
-                kwargs.update(SMALL.get(_name, {}), min_time_s=0.01)
-                return _real(*args, **kwargs)
-
-            mp.setattr(ch6, name, small)
-        yield ch6.gpu_check(dev="cpu"), seen
+            with_arguments(mp, ch6, name, calls[name], **SMALL.get(name, {}), min_time_s=0.01)
+        out = ch6.gpu_check(dev="cpu")
+        yield out, [(name, kw.get("dev")) for name, kws in calls.items() for kw in kws]
     finally:
         mp.undo()
 
@@ -61,6 +55,5 @@ def test_its_figures_are_numbers_and_the_result_saves_as_reference_data(result):
 
 def test_make_gpu_check_prints_one_line_per_threshold(result, capsys):
     out, _ = result
-    gpu_check.print_thresholds({"6": {"status": "ok", "result": out}})
-    lines = [l for l in capsys.readouterr().out.splitlines() if l.startswith("  ch6 ")]
+    lines = thresholds_printed(capsys, {"6": out})
     assert len(lines) == 4 and all(" (limit at " in l or " (limit more than " in l for l in lines)

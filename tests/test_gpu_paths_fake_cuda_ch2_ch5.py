@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 
 from fakecuda.testing import (all_finite, assert_jsonable, assert_threshold, capped, finite,
-                              installed, shrink_defaults)
+                              installed, shrink_defaults, thresholds_printed)
 from gpucourse import bench, device, reference, specs
 from gpucourse.display import Note, Table
 from gpucourse.experiments import ch2, ch5
@@ -170,15 +170,6 @@ def _assert_ch5_result(r) -> None:
     assert_jsonable(r)
 
 
-def _thresholds_printed(capsys, chapters: dict) -> list[str]:
-    """tools/gpu_check.py's one line per threshold for these chapter results."""
-    import gpu_check
-
-    capsys.readouterr()
-    gpu_check.print_thresholds({n: {"status": "ok", "result": r} for n, r in chapters.items()})
-    return [l for l in capsys.readouterr().out.splitlines() if l.startswith("  ch")]
-
-
 def _as_reference_data(mp, tmp_path, section: str, result: dict):
     """Write ``result`` as reference data of the fake H200 (as make gpu-check does, into a
     temporary folder), and make it the only reference data the course sees."""
@@ -237,16 +228,24 @@ def test_the_fake_pools_memory_and_runs_elementwise_kernels_and_sparse_products(
 
 # --------------------------------------------------------------------------- chapter checks
 
+def _gpu_check_as_reference_data(chapter, assert_result, thresholds: int, capsys, mp,
+                                 tmp_path) -> dict:
+    """``chapter.gpu_check()`` on the fake GPU: its result's shape, make gpu-check's one line
+    per threshold, then the result made the only reference data the course sees."""
+    with _fake_gpu():
+        r = chapter.gpu_check()
+    assert_result(r)
+    n = chapter.__name__.rsplit("ch", 1)[1]
+    lines = thresholds_printed(capsys, {n: r})
+    assert len(lines) == thresholds and all(" PASS " in l or " FAIL " in l for l in lines), lines
+    _as_reference_data(mp, tmp_path, f"ch{n}", r)
+    return r
+
+
 def test_ch2_gpu_check_runs_on_the_fake_gpu_and_makes_reference_data(tmp_path, capsys,
                                                                      monkeypatch):
-    with _fake_gpu():
-        r = ch2.gpu_check()
-    _assert_ch2_result(r)
-    lines = _thresholds_printed(capsys, {"2": r})
-    assert len(lines) == 2 and all(" PASS " in l or " FAIL " in l for l in lines), lines
-
+    _gpu_check_as_reference_data(ch2, _assert_ch2_result, 2, capsys, monkeypatch, tmp_path)
     # A machine without a GPU draws the transpose bandwidths from this reference data.
-    _as_reference_data(monkeypatch, tmp_path, "ch2", r)
     assert ch2.target_gpu().key == ch2.DEFAULT_MODEL_GPU  # no transfers measured
     lad = ch2.transpose_ladder()
     assert lad["kind"] == "model" and lad["timings"] == []
@@ -257,14 +256,8 @@ def test_ch2_gpu_check_runs_on_the_fake_gpu_and_makes_reference_data(tmp_path, c
 
 def test_ch5_gpu_check_runs_on_the_fake_gpu_and_makes_reference_data(tmp_path, capsys,
                                                                      monkeypatch):
-    with _fake_gpu():
-        r = ch5.gpu_check()
-    _assert_ch5_result(r)
-    lines = _thresholds_printed(capsys, {"5": r})
-    assert len(lines) == 3 and all(" PASS " in l or " FAIL " in l for l in lines), lines
-
+    r = _gpu_check_as_reference_data(ch5, _assert_ch5_result, 3, capsys, monkeypatch, tmp_path)
     # A machine without a GPU shows the SGEMM ladder and the precisions from reference data.
-    _as_reference_data(monkeypatch, tmp_path, "ch5", r)
     sg = ch5.sgemm_ladder()
     assert sg["source"] == "reference" and len(sg["reference"]) == 1
     table = ch5.sgemm_summary(sg)

@@ -1,10 +1,11 @@
-"""What the smoke tests on the fake GPU share: installing and removing it, shrinking problem
-sizes, and the checks of a result's shape (keys, finite numbers, threshold records).
+"""What the smoke tests of GPU code share (on the fake GPU, and on the CPU stand-ins of the
+PyTorch steps): installing and removing the fake, shrinking problem sizes, the checks of a
+result's shape (keys, finite numbers, threshold records) and make gpu-check's printout of them.
 
 ``installed()`` puts the fake in place for a ``with`` block and takes every trace of it away
 afterwards; a test file builds its fixture on it and adds its own size patches with
-``shrink_defaults`` and ``capped``. Nothing here looks at a timing's size or at whether a GPU
-threshold passed: on the fake both mean nothing.
+``shrink_defaults``, ``capped`` and ``with_arguments``. Nothing here looks at a timing's size or
+at whether a GPU threshold passed: on the fake both mean nothing.
 """
 from __future__ import annotations
 
@@ -59,6 +60,29 @@ def capped(mp, module, name, cap) -> None:
         return min(got, cap)
 
     mp.setattr(module, name, small)
+
+
+def with_arguments(mp, module, name, calls: list | None = None, **overrides) -> None:
+    """Wrap ``module.name`` so that every call passes ``overrides`` (e.g. smaller sizes) for
+    the test's duration; ``calls``, a list, receives the keyword arguments of each call as
+    the caller made it."""
+    real = getattr(module, name)
+
+    def wrapped(*args, **kwargs):
+        if calls is not None:
+            calls.append(dict(kwargs))
+        return real(*args, **{**kwargs, **overrides})
+
+    mp.setattr(module, name, wrapped)
+
+
+def thresholds_printed(capsys, chapters: dict) -> list[str]:
+    """tools/gpu_check.py's one line per threshold for these chapter results ({"2": result})."""
+    import gpu_check
+
+    capsys.readouterr()
+    gpu_check.print_thresholds({n: {"status": "ok", "result": r} for n, r in chapters.items()})
+    return [l for l in capsys.readouterr().out.splitlines() if l.startswith("  ch")]
 
 
 def finite(x) -> bool:
