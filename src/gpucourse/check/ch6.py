@@ -18,8 +18,6 @@ from ..device import to_host
 from . import Exercise
 
 
-
-
 def _torch():
     import torch
 

@@ -272,8 +272,8 @@ def sweep_table(sweep: dict) -> Table:
             text += f", measured {meas['gbps'][i]:,.0f} GB/s"
         rows.append((f"block {b}", text))
     return Table.pairs(rows, caption=f"saxpy on {sweep['n']:,} elements; models for {sweep['gpu']} "
-                               f"at {sweep['regs_per_thread']} registers/thread "
-                               f"({sweep['regs_source']})")
+                                     f"at {sweep['regs_per_thread']} registers/thread "
+                                     f"({sweep['regs_source']})")
 
 
 def kernel_source(file: str, name: str):
@@ -816,6 +816,7 @@ def reduction(n: int | None = None, min_time_s: float = 0.1) -> dict:
         res = cp.zeros(1, dtype=cp.float32)
         want = float(cp.sum(x, dtype=cp.float64))
         scale = float(cp.sum(cp.abs(x), dtype=cp.float64))
+
         def checked(label, got):
             if abs(float(got) - want) > 1e-5 * scale:
                 raise AssertionError(f"{label} at n={n} on the GPU: got {got}, expected {want}.")

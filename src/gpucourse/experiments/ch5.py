@@ -106,7 +106,8 @@ def library_table() -> Table:
     else:
         rows.append(["cupy.*, cupyx.scipy.sparse", "cuBLAS, cuSPARSE (needs a GPU and CuPy)", "not here"])
     return Table.from_lists(["call", "runs in", "version / device"], rows,
-                 caption=f"Libraries behind the calls on this machine ({device.describe().short_name})")
+                            caption="Libraries behind the calls on this machine "
+                                    f"({device.describe().short_name})")
 
 
 def peak_table(gpu=None) -> Table:
@@ -120,7 +121,7 @@ def peak_table(gpu=None) -> Table:
         rows.append([p, f"{v:g}" if v else "none", unit if v else "–",
                      f"{v / fp32:.1f}×" if v and fp32 else "–"])
     return Table.from_lists(["precision", "peak TFLOP/s (dense)", "units", "vs FP32"], rows,
-                 caption=f"{spec.name}, datasheet ({spec.source})")
+                            caption=f"{spec.name}, datasheet ({spec.source})")
 
 
 # On a shared machine a multi-threaded CPU timing jumps by whole scheduler time slices
@@ -272,7 +273,8 @@ def check_matmul(versions=MATMUL_VERSIONS, shapes=CHECK_SHAPES, seed: int = 0,
         rows.append([f"{M}×{N}×{K}"] + [f"{e:.1e}" for e in errs])
     where = "the CPU emulator" if module.backend == "cpu" else "the GPU"
     return Table.from_lists(["M×N×K"] + [v.replace("matmul_", "") for v in versions], rows,
-                 caption=f"Relative error ‖C − C_ref‖/‖C_ref‖ against float64, on {where}: all pass")
+                            caption=f"Relative error ‖C − C_ref‖/‖C_ref‖ against float64, on "
+                                    f"{where}: all pass")
 
 
 def default_sgemm_n() -> int:
@@ -347,7 +349,7 @@ def sgemm_summary(result: dict) -> "Table | Note":
         rows = [[t.label, f"{t.gflops:,.0f}", f"{100 * t.gflops / result['cublas_gflops']:.1f}%"]
                 for t in ts]
         return Table.from_lists(["version", "GFLOP/s", "% of cuBLAS"], rows,
-                     caption=f"SGEMM at {result['n']}³ on {result['device']} (measured now)")
+                                caption=f"SGEMM at {result['n']}³ on {result['device']} (measured now)")
     if not result.get("reference"):
         return Note(result.get("note") or no_reference_note("the SGEMM ladder"))
     rows = []
@@ -356,7 +358,7 @@ def sgemm_summary(result: dict) -> "Table | Note":
         for label, g in zip(v["labels"], v["gflops"]):
             rows.append([r["gpu"], label, f"{g:,.0f}", f"{100 * g / v['cublas_gflops']:.1f}%"])
     return Table.from_lists(["GPU", "version", "GFLOP/s", "% of cuBLAS"], rows,
-                 caption="SGEMM reference measurements" if rows else result.get("note", ""))
+                            caption="SGEMM reference measurements" if rows else result.get("note", ""))
 
 
 def reuse_model(tile: int = 32) -> dict:
@@ -643,7 +645,7 @@ def cudnn_table(result: dict) -> Table:
              f"{r['steady_off_s'] * 1e3:.3f} / {r['steady_on_s'] * 1e3:.3f}", f"{r['speedup']:.2f}×"]
             for r in result["rows"]]
     return Table.from_lists(["layer", "first call ms (off / on)", "steady ms (off / on)", "on vs off"], rows,
-                 caption=f"cudnn.benchmark on {result['device']} (measured now)")
+                            caption=f"cudnn.benchmark on {result['device']} (measured now)")
 
 
 # =========================================================================== 3. dense vs sparse
@@ -950,8 +952,8 @@ def fusion_table(result: dict) -> Table:
     if result.get("compile_s") is not None:
         cap += f"; torch.compile's first call took {result['compile_s']:.1f} s"
     return Table.from_lists(["version", "MB moved (counted)", "ms (median)", "GB/s (counted MB / time)",
-                  "speed-up vs 5 ops into one buffer"], rows,
-                 caption=cap)
+                            "speed-up vs 5 ops into one buffer"], rows,
+                            caption=cap)
 
 
 # =========================================================================== 5. tensor cores
@@ -1091,7 +1093,7 @@ def precision_table(result: dict) -> Table:
     for p, why in result["skipped"].items():
         rows.append([p, "not run", "–", "–", why])
     return Table.from_lists(["precision", "TFLOP/s", "peak (datasheet)", "% of peak", "rel. error"], rows,
-                 caption=f"{result['n']}³ matmul on {result['device']} (measured now)")
+                            caption=f"{result['n']}³ matmul on {result['device']} (measured now)")
 
 
 # =========================================================================== headless + GPU

@@ -44,9 +44,6 @@ LOSS_MATCH_RTOL = 0.01
 
 # --------------------------------------------------------------------------- helpers
 
-
-
-
 def torch_device() -> str:
     """Where the chapter's torch experiments run: ``"cuda"`` on a GPU, else ``"cpu"``."""
     return device.torch_device()
