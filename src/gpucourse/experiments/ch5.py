@@ -952,7 +952,7 @@ def fusion_table(result: dict) -> Table:
     if result.get("compile_s") is not None:
         cap += f"; torch.compile's first call took {result['compile_s']:.1f} s"
     return Table.from_lists(["version", "MB moved (counted)", "ms (median)", "GB/s (counted MB / time)",
-                            "speed-up vs 5 ops into one buffer"], rows,
+                             "speed-up vs 5 ops into one buffer"], rows,
                             caption=cap)
 
 
