@@ -560,8 +560,10 @@ TRANSPOSE_DEFINES = {"TILE": 32, "BLOCK_ROWS": 8}
 TRANSPOSE_SHAPES = ((1, 1), (1, 35), (35, 1), (31, 33), (32, 32), (67, 45), (97, 61), (130, 257))
 
 
-def _transpose_launch(rows: int, cols: int, tile: int = 32, block_rows: int = 8):
-    return ((cols + tile - 1) // tile, (rows + tile - 1) // tile), (tile, block_rows)
+def transpose_launch(rows: int, cols: int, tile: int = 32, block_rows: int = 8):
+    """(grid, block) of transpose.cu's kernels and the exercise's: one block of tile x
+    block_rows threads per tile x tile tile of the rows x cols input."""
+    return (models.ceil_div(cols, tile), models.ceil_div(rows, tile)), (tile, block_rows)
 
 
 def check_padded_transpose(source, kernel: str = "transpose_padded", number: str = "2.2",
@@ -591,7 +593,7 @@ def check_padded_transpose(source, kernel: str = "transpose_padded", number: str
         rows, cols = 67, 45
         a = random_array((rows, cols), np.float32, seed=rows)
         out = emulator.empty((cols, rows))
-        grid, block = _transpose_launch(rows, cols)
+        grid, block = transpose_launch(rows, cols)
         try:
             run_learner_kernel(k, grid, block, (a, out, np.int32(rows), np.int32(cols)),
                                f"for a {rows} x {cols} matrix", race_check=True)
@@ -604,7 +606,7 @@ def check_padded_transpose(source, kernel: str = "transpose_padded", number: str
         for rows, cols in TRANSPOSE_SHAPES:
             a = random_array((rows, cols), np.float32, seed=rows * 1000 + cols)
             out = emulator.empty((cols, rows))
-            grid, block = _transpose_launch(rows, cols)
+            grid, block = transpose_launch(rows, cols)
             run_learner_kernel(k, grid, block, (a, out, np.int32(rows), np.int32(cols)),
                                f"for a {rows} x {cols} matrix")
             try:

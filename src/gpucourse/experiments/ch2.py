@@ -455,16 +455,12 @@ def transpose_module(tile: int = 32, backend: str | None = None):
                         backend=backend)
 
 
-def _transpose_grid(rows: int, cols: int, tile: int):
-    return _probes._transpose_launch(rows, cols, tile, BLOCK_ROWS)
-
-
 def run_transpose(version: str, a, tile: int = 32, module=None):
     """Transpose the 2-D array ``a`` with one version of transpose.cu on the active backend."""
     mod = module or transpose_module(tile)
     rows, cols = a.shape
     out = device.empty((cols, rows), dtype=np.float32)
-    grid, block = _transpose_grid(rows, cols, tile)
+    grid, block = _probes.transpose_launch(rows, cols, tile, BLOCK_ROWS)
     getattr(mod, TRANSPOSE_VERSIONS[version])(grid, block, (a, out, np.int32(rows), np.int32(cols)))
     return out
 
@@ -484,7 +480,7 @@ def check_transpose(tile: int = 32, shapes=TRANSPOSE_SHAPES, seed: int = 0) -> N
     emu = transpose_module(tile, backend="cpu")
     rows, cols = 67, 45
     host = check.random_array((rows, cols), np.float32, seed=seed)
-    grid, block = _transpose_grid(rows, cols, tile)
+    grid, block = _probes.transpose_launch(rows, cols, tile, BLOCK_ROWS)
     for version in ("shared tile", "padded tile"):
         out = np.full((cols, rows), np.nan, np.float32)
         getattr(emu, TRANSPOSE_VERSIONS[version])(grid, block, (host, out, np.int32(rows),
@@ -562,7 +558,7 @@ def transpose_ladder(quick: bool = True, side: int | None = None, tile: int = 32
     n = side * side
     nbytes = 2 * n * 4
     kw = dict(bytes=nbytes, size=side, min_time_s=min_time_s, min_samples=5)
-    grid, block = _transpose_grid(side, side, tile)
+    grid, block = _probes.transpose_launch(side, side, tile, BLOCK_ROWS)
     dst = device.empty((side, side), dtype=np.float32)
     flat, flat_dst = a.reshape(-1), dst.reshape(-1)
     copy_k = kernels.load("copy").copy_v1_coalesced
