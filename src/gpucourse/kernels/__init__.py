@@ -72,7 +72,8 @@ def available() -> list[str]:
 
 # --------------------------------------------------------------------------- checks
 
-def _fmt(dims: tuple) -> str:
+def format_dims(dims: tuple) -> str:
+    """A launch dimension as written in code: (128, 1, 1) -> "128", (4, 2, 1) -> "(4, 2)"."""
     while len(dims) > 1 and dims[-1] == 1:
         dims = dims[:-1]
     return str(dims[0]) if len(dims) == 1 else str(tuple(dims))
@@ -100,11 +101,11 @@ def check_launch(kernel: str, grid, block, shared_mem, limits: Limits = EMULATOR
             if v < 1:
                 hint = (": round the grid up, (n + block - 1) // block blocks for n elements"
                         if what == "grid" and v == 0 else "")
-                raise LaunchError(f"{kernel}: {what} {_fmt(dims)} has {axis} = {v}, but every grid "
+                raise LaunchError(f"{kernel}: {what} {format_dims(dims)} has {axis} = {v}, but every grid "
                                   f"and block dimension must be at least 1{hint}.")
     threads = b[0] * b[1] * b[2]
     if threads > limits.max_threads:
-        raise LaunchError(f"{kernel}: block {_fmt(b)} has {threads} threads, but a block may hold "
+        raise LaunchError(f"{kernel}: block {format_dims(b)} has {threads} threads, but a block may hold "
                           f"at most {limits.max_threads} {limits.where}; use fewer threads per "
                           f"block and more blocks.")
     for what, dims, lim in (("block", b, limits.max_block), ("grid", g, limits.max_grid)):

@@ -313,7 +313,7 @@ class Profile:
 
     # ---- display
     def _title(self) -> str:
-        from ..kernels import _fmt as dims
+        from ..kernels import format_dims as dims
 
         return (f"profile of {self.kernel} ({self.filename}), grid {dims(tuple(self.grid))}, "
                 f"block {dims(tuple(self.block))}: counted on the CPU emulator")
