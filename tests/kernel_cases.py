@@ -135,6 +135,10 @@ def _cases() -> list[Case]:
                 grid = None if kernel.endswith("naive") else 3
                 cases.append(Case("vector_add", kernel, check_vector_add,
                                   {"n": n, "block": block, "grid": grid}))
+    # A grid of one thread: the float4 versions' tail (n % 4 elements) must loop too.
+    cases.append(Case("vector_add", "vector_add_v3_float4", check_vector_add,
+                      {"n": 7, "block": 1, "grid": 1}))
+    cases.append(Case("copy", "copy_v3_float4", check_copy, {"n": 7, "block": 1, "grid": 1}))
     for n in SIZES[:4]:
         for block in (128, 33):
             cases.append(Case("copy", "copy_v1_coalesced", check_copy, {"n": n, "block": block}))

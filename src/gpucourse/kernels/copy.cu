@@ -38,7 +38,7 @@ extern "C" __global__ void copy_v3_float4(const float* __restrict__ in, float* _
   const float4* in4 = reinterpret_cast<const float4*>(in);
   float4* out4 = reinterpret_cast<float4*>(out);
   for (unsigned i = first; i < n4; i += step) out4[i] = in4[i];
-  // The last n % 4 elements do not fill a float4: the first threads take one each.
-  const unsigned t = 4 * n4 + first;
-  if (t < (unsigned)n) out[t] = in[t];
+  // The last n % 4 elements do not fill a float4: the first threads take one each (in a
+  // loop, since a grid of fewer than three threads is allowed too).
+  for (unsigned t = 4 * n4 + first; t < (unsigned)n; t += step) out[t] = in[t];
 }

@@ -31,7 +31,7 @@ extern "C" __global__ void vector_add_v3_float4(const float* __restrict__ a, con
     const float4 x = a4[i], y = b4[i];
     out4[i] = make_float4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
   }
-  // The last n % 4 elements do not fill a float4: the first threads take one each.
-  const unsigned t = 4 * n4 + first;
-  if (t < (unsigned)n) out[t] = a[t] + b[t];
+  // The last n % 4 elements do not fill a float4: the first threads take one each (in a
+  // loop, since a grid of fewer than three threads is allowed too).
+  for (unsigned t = 4 * n4 + first; t < (unsigned)n; t += stride) out[t] = a[t] + b[t];
 }
