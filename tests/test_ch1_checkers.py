@@ -28,6 +28,8 @@ def test_coalesced_indexing_accepts_grid_stride():
     ("    return threadIdx.x + (long long)k * T;", "must cover"),          # forgot the block index
     # right elements, transposed order: lane l of every warp jumps T/32 elements
     ("    return (long long)k * T + (t % 32) * (T / 32) + t / 32;", "not coalesced"),
+    # coalesced and covers everything, but wraps round: some elements are scaled twice
+    ("    return ((long long)k * T + t) % n;", "taken 32 times"),
 ])
 def test_coalesced_indexing_rejects(wrong, match):
     with expect_failure(match):
@@ -137,7 +139,10 @@ def test_bandwidth_timer_accepts_solution():
     (_bandwidth(sync=False), "synchronize"),
     (_bandwidth(warmup=0), "warm up"),
     (_bandwidth(warmup=0, stat=statistics.mean, repeats=20), "warm up"),
-    (_bandwidth(scale=1), "GB/s"),
+    (_bandwidth(scale=1), "what bytes per second gives"),
+    (_bandwidth(scale=2**30), "what GiB/s"),
+    (_bandwidth(scale=1e6), "what MB/s"),
+    (_bandwidth(scale=1e12), "what TB/s"),
 ])
 def test_bandwidth_timer_rejects(fn, match):
     with expect_failure(match):
@@ -150,12 +155,13 @@ def transfer_seconds(nbytes, gpu, pinned=True):
     return 10e-6 + nbytes / specs.lookup(gpu).link_bandwidth_Bps(pinned)
 
 
-def _worth(transfer=transfer_seconds, d2h=True, shared=True):
+def _worth(transfer=transfer_seconds, d2h=True, shared=True, result_pinned=None, gpu_reused=True):
     def f(batch, result, cpu_s, gpu_s, gpu, pinned=True, reuses=1):
-        copies = transfer(batch, gpu, pinned) + (transfer(result, gpu, pinned) if d2h else 0)
+        back = pinned if result_pinned is None else result_pinned
+        copies = transfer(batch, gpu, pinned) + (transfer(result, gpu, back) if d2h else 0)
         if not shared:
             return reuses * (copies + gpu_s) < reuses * cpu_s
-        return copies + reuses * gpu_s < reuses * cpu_s
+        return copies + (reuses if gpu_reused else 1) * gpu_s < reuses * cpu_s
     return f
 
 
@@ -179,6 +185,8 @@ def test_transfer_time_rejects(transfer):
     _worth(shared=False),
     _worth(transfer=lambda nbytes, gpu, pinned=True: nbytes / specs.lookup(gpu).link_bandwidth_Bps(pinned)),
     _worth(transfer=lambda nbytes, gpu, pinned=True: transfer_seconds(nbytes, gpu, True)),
+    _worth(result_pinned=True),   # the result copied back as if always pinned
+    _worth(gpu_reused=False),     # the GPU time counted once, not once per pass
 ])
 def test_move_decision_rejects(worth):
     with expect_failure("worth_moving"):

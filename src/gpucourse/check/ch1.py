@@ -74,6 +74,18 @@ def _min_sectors(count: int, elem_bytes: int = 4) -> int:
     return math.ceil(count * elem_bytes / models.SECTOR_BYTES) + 1
 
 
+def _assert_each_once(taken: np.ndarray, n: int, blocks: int, threads: int) -> None:
+    """Every element 0..n-1 taken by exactly one (thread, step): y = a * x gives the same
+    value when written twice, so the scale results alone cannot show a repeat."""
+    counts = np.bincount(taken[(taken >= 0) & (taken < n)], minlength=n)
+    twice = np.flatnonzero(counts > 1)
+    if twice.size:
+        raise AssertionError(
+            f"element {int(twice[0])} is taken {int(counts[twice[0]])} times (n={n}, {blocks} block"
+            f"{'s' * (blocks != 1)} of {threads}; {twice.size} elements in all are taken more than once): "
+            "each element must be handled by exactly one thread at one step k.")
+
+
 def check_coalesced_scale(element_source: str, number: str = "1.1") -> None:
     """The learner's ``element(k, n)`` in ``SCALE_KERNEL``: right at awkward sizes and grids (on
     the emulator without a GPU), and every warp access as few 32-byte sectors as its lanes need
@@ -108,7 +120,9 @@ def check_coalesced_scale(element_source: str, number: str = "1.1") -> None:
             iterations = math.ceil(n / total)
             idx = device.asarray(np.full(iterations * total, -1, np.int64))
             mod.ch1_probe_element((blocks,), (threads,), (idx, np.int32(n), np.int32(iterations)))
-            for k, b, w, lanes in warp_accesses(device.to_host(idx), n, blocks, threads, iterations):
+            taken = device.to_host(idx)
+            _assert_each_once(taken, n, blocks, threads)
+            for k, b, w, lanes in warp_accesses(taken, n, blocks, threads, iterations):
                 sec = models.sectors([int(i) * 4 for i in lanes], 4)
                 if sec.sectors > _min_sectors(lanes.size):
                     shown = ", ".join(str(int(i)) for i in lanes[:4])
@@ -197,6 +211,13 @@ def check_bound(roofline_time: Callable, number: str = "1.3") -> None:
 
 # --------------------------------------------------------------------------- 1.4 timing
 
+# Ratios to the true GB/s that a wrong unit gives (the simulated device's synchronize is
+# accurate to a few µs in 4 ms, so a correct timer lands within about 1 %).
+_WRONG_UNITS = ((0.915, 0.945, "GiB/s (2^30 bytes per second)"),
+                (300.0, 3000.0, "MB/s"), (3e-4, 3e-3, "TB/s"),
+                (3e8, 3e12, "bytes per second"))
+
+
 def check_bandwidth_timer(effective_bandwidth: Callable, nbytes: int = 64 * 2**20,
                           number: str = "1.4") -> float:
     """``effective_bandwidth(launch, synchronize, nbytes) -> GB/s`` on a simulated asynchronous device.
@@ -208,9 +229,11 @@ def check_bandwidth_timer(effective_bandwidth: Callable, nbytes: int = 64 * 2**2
         assert isinstance(gbps, (int, float, np.floating)) and gbps > 0, (
             f"return the bandwidth as a positive number of GB/s, got {gbps!r}")
         expected = nbytes / SimulatedAsyncDevice().work_s / 1e9
-        assert gbps < 1e4 * expected, (
-            f"{float(gbps):.3g} is far too large: return GB/s (10^9 bytes per second), "
-            "not bytes per second.")
+        ratio = float(gbps) / expected
+        for low, high, unit in _WRONG_UNITS:
+            assert not low < ratio < high, (
+                f"{float(gbps):.4g} is {ratio:.3g} x the true bandwidth, which is what {unit} "
+                "gives: return GB/s (10^9 bytes per second).")
         return float(nbytes / (float(gbps) * 1e9))
 
     seconds = check_timer(measure, number=number, title="effective bandwidth of an asynchronous copy")
@@ -243,7 +266,9 @@ def _decision_cases():
         total = up + reuses * gpu_s + down
         share = {"latency": 2 * models.TRANSFER_LATENCY_S, "d2h": down,
                  "pageable": up + down - _ref_transfer(batch, gpu, True)
-                 - _ref_transfer(result, gpu, True)}.get(leave_out, 0.0)
+                 - _ref_transfer(result, gpu, True),
+                 "pageable result": down - _ref_transfer(result, gpu, True),
+                 "gpu reuses": (reuses - 1) * gpu_s}.get(leave_out, 0.0)
         if leave_out == "reuses":  # worth it only when the copies are shared by all the passes
             return (batch, result, 1.1 * total / reuses, gpu_s, gpu, pinned, reuses)
         cpu = (total - share / 2) / reuses  # worth it only without the left-out part
@@ -253,6 +278,8 @@ def _decision_cases():
     cases.append(near(64 * 2**20, 64 * 2**20, "A100-SXM4-80GB", True, 1, 2e-5, "d2h"))
     cases.append(near(64 * 2**20, 2**10, "A10", False, 1, 1e-4, "pageable"))
     cases.append(near(512 * 2**20, 2**20, "L4", True, 50, 1e-3, "reuses"))
+    cases.append(near(2**20, 2**20, "H100-SXM", True, 50, 1e-3, "gpu reuses"))
+    cases.append(near(2**10, 64 * 2**20, "A100-SXM4-80GB", False, 1, 1e-4, "pageable result"))
     cases.append((2**30, 2**20, 5.0, 0.01, "H200", True, 1))      # clearly worth it
     cases.append((2**30, 2**30, 0.01, 0.001, "T4", True, 1))      # clearly not
     return cases
