@@ -79,6 +79,8 @@ def test_data_says_when_it_was_measured_with_an_earlier_kernel(tmp_path, monkeyp
     assert r.changed_kernels("copy.cu", "reduce.cu") == ["copy.cu"]
     old = ref.Reference(gpu="G", date="2025-01-01", command="c", results={})
     assert old.changed_kernels("copy.cu") == []  # data from before fingerprints: no claim
+    assert r.kernel_caveat("copy.cu") == " (with earlier versions of copy.cu than this course has now)"
+    assert "may have changed since" in old.kernel_caveat("copy.cu")  # ... but text says so
 
 
 def test_chapter_1_summary_names_a_kernel_changed_since_its_reference_run(reference_folder, monkeypatch):

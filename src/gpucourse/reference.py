@@ -81,6 +81,16 @@ class Reference:
         then, now = dict(self.kernels), kernel_fingerprints()
         return [f for f in files if f in then and then[f] != now.get(f)]
 
+    def kernel_caveat(self, *files: str) -> str:
+        """A parenthesis for text beside these figures when ``files`` may have changed since
+        they were measured (they did, or the data predates recorded fingerprints); else ''."""
+        if not self.kernels:
+            return (f" (taken before the course recorded its kernel versions, so "
+                    f"{', '.join(files)} may have changed since)")
+        changed = self.changed_kernels(*files)
+        return f" (with earlier versions of {', '.join(changed)} than this course has now)" \
+            if changed else ""
+
     def get(self, section: str, *keys: str, default: Any = None) -> Any:
         """A value by section and nested keys, or ``default``."""
         node: Any = self.results.get(section)

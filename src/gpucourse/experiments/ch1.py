@@ -889,7 +889,6 @@ def reference_summary() -> str:
                 "course yet (`make gpu-check` on a GPU writes them), so GPU numbers below are models.")
     lines = []
     for r in refs:
-        changed = r.changed_kernels("copy.cu", "vector_add.cu", "reduce.cu")
         figures = []
         for key, v in r.get("ch1", "checks", default={}).items():
             if not (isinstance(v, dict) and v.get("value") is not None):
@@ -899,8 +898,8 @@ def reference_summary() -> str:
             target = f"; the course's target is {check.limit_text(v)}: {met}" \
                 if v.get("threshold") is not None else f": {met}"
             figures.append(f"  {key} = {v['value']:.3g} ({v.get('what', key)}{target})")
-        lines.append(r.provenance + (f" (with earlier versions of {', '.join(changed)} than this "
-                                     "course has now)" if changed else "") + (":" if figures else ""))
+        lines.append(r.provenance + r.kernel_caveat("copy.cu", "vector_add.cu", "reduce.cu")
+                     + (":" if figures else ""))
         lines += figures
     return "\n".join(lines)
 
