@@ -77,6 +77,10 @@ def test_bad_settings_are_one_sentence():
         bench.benchmark(lambda: None, batch=0)
     with pytest.raises(ValueError, match="cannot be negative"):
         bench.benchmark(lambda: None, bytes=-1)
+    with pytest.raises(ValueError, match="min_samples=0: use a whole number of at least 1"):
+        bench.benchmark(lambda: None, min_samples=0)
+    with pytest.raises(ValueError, match="max_samples=3: use a whole number of at least 5"):
+        bench.benchmark(lambda: None, max_samples=3)
 
 
 def test_units_never_switch_to_scientific_notation():

@@ -186,9 +186,9 @@ def test_every_roofline_uses_the_same_minimum_work():
     assert (add["flops"], add["dev_bytes"]) == w["vector add"]
 
 
-@pytest.mark.parametrize("stride,block", [(0, 256), (1, 0), (-2, 128)])
-def test_a_zero_block_or_stride_is_one_sentence_not_a_division_by_zero(stride, block):
-    with pytest.raises(LaunchError, match="must both be at least 1"):
+@pytest.mark.parametrize("stride,block", [(0, 256), (1, 0), (-2, 128), (1, 100.7), (1.5, 128)])
+def test_a_zero_or_fractional_block_or_stride_is_one_sentence(stride, block):
+    with pytest.raises(LaunchError, match="must both be whole numbers of at least 1"):
         ch1.copy_at_block_size(stride, block)
 
 
@@ -200,7 +200,10 @@ def test_precision_names_are_not_case_sensitive_and_unknown_ones_are_one_sentenc
 
 
 @pytest.mark.parametrize("call,match", [
-    (lambda: ch1.transfer_vs_compute(nbytes=-1), "nbytes=-1: use a whole number of at least 1"),
+    (lambda: ch1.transfer_vs_compute(nbytes=-1), "nbytes=-1: use a whole number of at least 4"),
+    (lambda: ch1.transfer_vs_compute(nbytes=2), "nbytes=2: use a whole number of at least 4"),
+    (lambda: ch1.cpu_stride_sweep(footprint_bytes=0), "footprint_bytes=0"),
+    (lambda: ch1.cpu_stride_sweep(strides=(1, 0)), "stride=0: use a whole number"),
     (lambda: ch1.transfer_vs_compute(matmul_n=0), "matmul_n=0"),
     (lambda: ch1.timing_wrong_vs_right(n=0), "n=0: use a whole number of at least 1"),
     (lambda: ch1.sector_model("H100", strides=(1, 0)), "stride=0: use a whole number"),

@@ -190,6 +190,14 @@ def test_bad_worker_counts_are_refused():
         ch3.Workers(2, backend="nccl")
 
 
+@pytest.mark.parametrize("experiment", [ch3.ddp_scaling, ch3.allreduce_sweep, ch3.bucketing,
+                                        ch3.ddp_timeline, ch3.pipeline])
+def test_zero_samples_is_refused_before_any_worker_starts(experiment, monkeypatch):
+    monkeypatch.setattr(ch3, "_pool", lambda pool: pytest.fail("workers were asked for"))
+    with pytest.raises(CourseError, match="samples=0: use a whole number of at least 1"):
+        experiment(2, samples=0)
+
+
 def test_more_cpu_workers_than_the_machine_can_hold_are_refused_before_any_starts(monkeypatch):
     monkeypatch.setattr(ch3, "_cpu_count", lambda: 2)
     started = []

@@ -215,6 +215,10 @@ def test_block_size_zero_is_one_sentence():
     (lambda: ch4.streams(n_streams=4, chunks=0), "chunks=0: use a whole number of at least 1"),
     (lambda: ch4.reduce_counts(0), "n=0: use a whole number of at least 1"),
     (lambda: ch4.reduce_counts(-1), "n=-1: use a whole number of at least 1"),
+    (lambda: ch4.streams(nbytes=0), "nbytes=0: use a whole number of at least 1"),
+    (lambda: ch4.streams(compute_ratio=-1), "compute_ratio=-1: use a number above 0"),
+    (lambda: ch4.recommend_block_size("H100", smem_per_block=300_000), "over the 232,448 B"),
+    (lambda: gc.models.warp_efficiency(16), "give one count per branch"),
 ])
 def test_stream_and_launch_counts_refuse_impossible_numbers_in_one_sentence(call, match):
     from gpucourse.errors import CourseError

@@ -208,6 +208,10 @@ def test_steps_below_one_and_unknown_autocast_names_are_one_sentence():
         ch6.loss_scaling(steps=-1)
     with pytest.raises(InputError, match="steps=0"):
         ch6.gradient_magnitudes(steps=0)
+    with pytest.raises(InputError, match="rows=0: use a whole number of at least 1"):
+        ch6.per_channel_demo(rows=0)
+    with pytest.raises(InputError, match="n=0: use a whole number of at least 1"):
+        ch6.format_table(n=0)
     with pytest.raises(PrecisionError, match="'bf16' or 'fp16'"):
         ch6.autocast_dtypes("int8")
 

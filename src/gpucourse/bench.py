@@ -17,7 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import device as _device
-from .errors import DeviceError
+from .errors import DeviceError, whole_number
 
 # A sample shorter than this is dominated by timer resolution and call overhead,
 # so short calls are repeated back to back inside one sample.
@@ -251,6 +251,8 @@ def benchmark(fn: Callable, *args, label: str | None = None, bytes: float | None
     which = backend or _device.backend()
     if which not in ("cpu", "cuda"):
         raise DeviceError(f"backend {which!r} is not one of 'cpu' or 'cuda'.")
+    min_samples = whole_number(min_samples, "min_samples", 5)
+    max_samples = whole_number(max_samples, "max_samples", max(200, min_samples), minimum=min_samples)
     if batch is not None and batch < 1:
         raise ValueError(f"batch={batch}: time at least 1 call per sample (or leave it None).")
     for what, amount in (("bytes", bytes), ("flops", flops)):

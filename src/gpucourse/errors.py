@@ -1,5 +1,6 @@
 """Exceptions that tell a learner, in one sentence, what went wrong and how to fix it, and the
 argument checks that raise them."""
+import math
 import numbers
 
 
@@ -47,6 +48,13 @@ def whole_number(value, what: str, example, minimum: int = 1) -> int:
         raise InputError(f"{what}={value!r}: use a whole number of at least {minimum} "
                          f"(e.g. {example}).")
     return int(value)
+
+
+def positive_number(value, what: str, example) -> float:
+    """``value`` as a float when it is a finite number above 0; otherwise an InputError."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 < value < math.inf:
+        raise InputError(f"{what}={value!r}: use a number above 0 (e.g. {example}).")
+    return float(value)
 
 
 def fraction(value, what: str, example) -> float:

@@ -432,6 +432,9 @@ class WarpEfficiency(_ModelResult):
 
 def warp_efficiency(active_lanes: Iterable[int]) -> WarpEfficiency:
     """Divergence model: each branch with active lanes costs one full warp pass; efficiency = sum(active) / (32 x passes)."""
+    if not isinstance(active_lanes, Iterable):
+        raise ModelInputError(f"active_lanes={active_lanes!r}: give one count per branch, e.g. "
+                              "[16, 16] for an if/else that splits a warp in half.")
     lanes = tuple(_int(n, "active lanes of a branch") for n in active_lanes)
     if any(n > WARP_SIZE for n in lanes):
         raise ModelInputError(f"A branch can have at most {WARP_SIZE} active lanes; got {list(lanes)}.")

@@ -10,6 +10,7 @@ as a model) or from reference measurements.
 from __future__ import annotations
 
 import math
+import numbers
 import time
 
 import numpy as np
@@ -252,8 +253,10 @@ def cpu_stride_sweep(strides=STRIDES, footprint_bytes: int = 64 * MiB, seed: int
     Every stride copies the whole buffer once (the same useful bytes); only the order of
     the accesses changes. A 64-byte cache line plays the role of the GPU's 32-byte sector.
     """
+    for s in strides:
+        whole_number(s, "stride", "1 for a coalesced copy, 32 for the worst case")
+    n = whole_number(footprint_bytes, "footprint_bytes", "64 * MiB", minimum=4) // 4
     check_strided_copy(strides=strides, seed=seed)
-    n = footprint_bytes // 4
     src = _big_random(n, seed)
     dst = np.empty_like(src)
     gbps, times = [], []
@@ -333,9 +336,11 @@ def launch_copy_version(kernel, x, y, n: int, block: int = BLOCK) -> None:
 
 
 def _check_block_and_stride(block: int, stride: int | None) -> None:
-    if block < 1 or (stride is not None and stride < 1):
-        raise LaunchError(f"block size {block} and stride {stride} must both be at least 1 "
-                          "(e.g. block 256, stride 1 for a coalesced copy).")
+    whole = all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
+                for v in (block, 1 if stride is None else stride))
+    if not whole or block < 1 or (stride is not None and stride < 1):
+        raise LaunchError(f"block size {block!r} and stride {stride!r} must both be whole numbers "
+                          "of at least 1 (e.g. block 256, stride 1 for a coalesced copy).")
 
 
 def launch_copy(ks: dict, x, y, n: int, stride: int | None, block: int = BLOCK) -> None:
@@ -461,7 +466,7 @@ def copy_at_block_size(stride: int = 1, block_size: int = BLOCK, nbytes: int | N
 
     A block size the device cannot launch raises a LaunchError that says what to change.
     """
-    _check_block_and_stride(int(block_size), int(stride))
+    _check_block_and_stride(block_size, stride)
     ks = copy_kernels()
     small = 3 * int(block_size) + 5
     x_host = check.random_array(small, np.float32, seed=int(stride))
@@ -645,7 +650,7 @@ def transfer_vs_compute(gpu: str | None = None, nbytes: int = 16 * MiB, matmul_n
     device compute are measured too; the ``models.transfer_time`` and ``models.roofline``
     figures for ``gpu`` come alongside, labelled as a model.
     """
-    whole_number(nbytes, "nbytes", "16 * MiB")
+    whole_number(nbytes, "nbytes", "16 * MiB", minimum=4)  # at least one float32 element
     whole_number(matmul_n, "matmul_n", 1024)
     spec = _spec(gpu)
     rows = []

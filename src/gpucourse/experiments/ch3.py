@@ -43,7 +43,7 @@ import torch.nn as nn
 from ..bench import format_bytes as _fmt_bytes, format_time as _fmt_s
 from .. import bench, check, models
 from .. import device as _device
-from ..errors import CourseError
+from ..errors import CourseError, whole_number
 
 MASTER_ADDR = "127.0.0.1"
 # A collective that waits longer than this fails inside the worker (init_process_group's timeout).
@@ -1234,6 +1234,7 @@ def ddp_scaling(pool: Workers | int | None = None, per_worker: int | None = None
 
     ``per_worker`` samples per worker and step: 256 on the CPU, 8192 on GPUs by default.
     """
+    whole_number(samples, "samples", 5)
     pool = _pool(pool)
     per_worker = _size(pool, 256, 8192, per_worker)
     if verify:
@@ -1333,6 +1334,7 @@ def _fit_pingpong(sizes: list[int], pingpong: list[bench.Timing]) -> tuple[float
 def allreduce_sweep(pool: Workers | int | None = None, sizes: Sequence[int] | None = None,
                     samples: int = 5) -> AllReduceSweep:
     """All-reduce (checked on random data first) and ping-pong time for each message size."""
+    whole_number(samples, "samples", 5)
     pool = _pool(pool)
     if sizes is None:
         top = 30 if pool.backend == "nccl" else 24
@@ -1402,6 +1404,7 @@ def bucketing(pool: Workers | int | None = None, d_model: int = 128, layers: int
               caps: Sequence[float] = (0, 256 * 2**10, 25 * 2**20), samples: int = 5,
               seed: int = 0) -> Bucketing:
     """All-reduce a small transformer's gradients per tensor, then in buckets (checked first)."""
+    whole_number(samples, "samples", 5)
     pool = _pool(pool)
     caps = [float(c) for c in caps]
     if caps[0] != 0:
@@ -1468,6 +1471,7 @@ def ddp_timeline(pool: Workers | int | None = None, bucket_cap_mb: float = 25.0,
 
     ``per_worker`` rows per worker: 64 on the CPU, 4096 on GPUs by default.
     """
+    whole_number(samples, "samples", 5)
     pool = _pool(pool)
     per_worker = _size(pool, 64, 4096, per_worker)
     if not bucket_cap_mb > 0:
@@ -1597,6 +1601,7 @@ def pipeline(pool: Workers | int | None = None, microbatches: Sequence[int] = (1
     With 1 micro-batch this is plain model parallelism: each stage waits for the others.
     ``rows`` in the batch: 250 on the CPU, 8192 on GPUs by default.
     """
+    whole_number(samples, "samples", 5)
     pool = _pool(pool)
     rows = _size(pool, PIPE_ROWS, 8192, rows)
     ms = [int(m) for m in ((microbatches,) if isinstance(microbatches, int) else microbatches)]

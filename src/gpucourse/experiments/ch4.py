@@ -17,7 +17,7 @@ import numpy as np
 from .. import bench, check, device, models, reference, specs
 from ..check.ch4 import divergence_grid  # the launch the lab's checker uses too
 from ..display import Table
-from ..errors import LaunchError, whole_number
+from ..errors import LaunchError, SpecError, positive_number, whole_number
 from ..models import ceil_div
 
 # The GPU the models describe when no GPU is present (any name from specs.names()).
@@ -76,12 +76,14 @@ def recommend_block_size(gpu=None, regs_per_thread: int = SAXPY_REGS_ASSUMED,
     and a block much larger than needed leaves big holes when the last blocks of a wave finish.
     """
     spec = model_gpu(gpu)
-    occ = {}
+    occ, limit = {}, None
     for b in candidates:
         try:
             occ[b] = models.occupancy(spec.cc, b, regs_per_thread, smem_per_block).occupancy
-        except Exception:  # over a register or shared-memory limit: not launchable
-            continue
+        except SpecError as exc:  # over a register or shared-memory limit: not launchable
+            limit = exc
+    if not occ:
+        raise limit or LaunchError("give at least one candidate block size, e.g. range(128, 1025, 32).")
     best = max(occ.values())
     return min((b for b, o in occ.items() if o >= best - 1e-12), key=lambda b: (abs(b - prefer), b))
 
@@ -576,13 +578,15 @@ def streams(n_streams: int = 4, chunks: int | None = None, nbytes: int | None = 
                           "them).")
     if chunks is not None:
         whole_number(chunks, "chunks", "4 per stream, or None for that")
+    nbytes = 256 * 2**20 if nbytes is None else whole_number(nbytes, "nbytes", "256 * 2**20")
+    positive_number(compute_ratio, "compute_ratio", "1.0: the compute takes as long as one copy")
     check_streams_kernel()
     chunks = int(chunks or max(4 * n_streams, 8))
     if on_gpu():
-        res = _measure_streams(n_streams, chunks, int(nbytes or 256 * 2**20), compute_ratio)
+        res = _measure_streams(n_streams, chunks, nbytes, compute_ratio)
         res["gpu"] = device.describe().name
     else:
-        res = stream_model(n_streams, chunks, int(nbytes or 256 * 2**20), compute_ratio, gpu)
+        res = stream_model(n_streams, chunks, nbytes, compute_ratio, gpu)
     res["device"] = device.describe().short_name
     res["overlap_vs_bound"] = res["multi"]["total_s"] / res["bound_s"]
     res["overlap_vs_isolated_bound"] = res["multi"]["total_s"] / res["bound_isolated_s"]

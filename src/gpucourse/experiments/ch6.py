@@ -163,6 +163,7 @@ def format_table(n: int = 100_003, seed: int = 0) -> Table:
     median relative error. INT8 uses one scale for the whole tensor, so its small values lose
     almost everything: the reason INT8 needs careful scales.
     """
+    whole_number(n, "n", "100_003")
     g = torch.Generator().manual_seed(seed)
     x = torch.exp(torch.empty(n).uniform_(math.log(1e-3), math.log(1e3), generator=g))
     x = x * torch.where(torch.rand(n, generator=g) < 0.5, -1.0, 1.0)
@@ -539,6 +540,9 @@ def int8_table(result: dict) -> Table:
 
 def per_channel_demo(rows: int = 256, cols: int = 512, outliers: int = 4, seed: int = 0) -> dict:
     """Per-tensor vs per-channel INT8 error on weights whose channels differ in scale."""
+    whole_number(rows, "rows", 256)
+    whole_number(cols, "cols", 512)
+    whole_number(outliers, "outliers", 4, minimum=0)
     g = torch.Generator().manual_seed(seed)
     w = torch.randn(rows, cols, generator=g) * torch.exp(torch.randn(rows, 1, generator=g) * 0.5)
     w[torch.randperm(rows, generator=g)[:outliers]] *= 30  # a few channels with large weights
