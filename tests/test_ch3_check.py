@@ -94,6 +94,23 @@ def test_average_gradients_rejects_wrong_answers(transform, match):
         c3.check_average_gradients(_result(transform))
 
 
+def test_average_gradients_must_use_the_world_size():
+    fixed = {**_result(_avg), "reads_world_size": False}
+    with expect_failure("never uses world_size"):
+        c3.check_average_gradients(fixed)
+
+
+@pytest.mark.parametrize("body, reads", [
+    ("for p in model.parameters():\n        dist.all_reduce(p.grad)\n        p.grad /= world_size", True),
+    ("for p in model.parameters():\n        dist.all_reduce(p.grad)\n        p.grad /= dist.get_world_size()", True),
+    ("for p in model.parameters():\n        dist.all_reduce(p.grad)\n        p.grad /= 2  # world_size", False),
+])
+def test_a_fixed_divisor_is_told_apart_from_the_world_size(body, reads):
+    from gpucourse.experiments import ch3
+
+    assert ch3._reads_world_size(f"def average_gradients(model, world_size):\n    {body}\n") is reads
+
+
 def test_average_gradients_needs_two_workers():
     with expect_failure("at least 2 workers"):
         c3.check_average_gradients(_result(lambda local, p: local, p=1))

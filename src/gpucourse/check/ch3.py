@@ -146,6 +146,10 @@ def check_average_gradients(result: dict, number: str = "3.2",
                 raise AssertionError(
                     f"rank {rank}: the gradient of {name} differs from the full-batch gradient "
                     f"(relative error {err:.2g}); {why}.")
+        assert result.get("reads_world_size") is not False, (
+            f"the gradients are right on {p} workers, but the function never uses world_size "
+            "(or dist.get_world_size()): divide by it, not by a fixed number, so that it is "
+            "right on any number of workers.")
 
 
 # --------------------------------------------------------------------------- 3.3

@@ -69,8 +69,8 @@ def _gbps(nbytes: float, seconds: float) -> float:
 # --------------------------------------------------------------------------- 1. transfers
 
 MODEL_SIZES = tuple(2**k for k in range(10, 31, 2))      # 1 KiB .. 1 GiB
-GPU_SIZES = tuple(2**k for k in range(16, 29, 2))       # 64 KiB .. 256 MiB
-QUICK_GPU_SIZES = tuple(2**k for k in range(16, 27, 2))  # 64 KiB .. 64 MiB
+GPU_SIZES = tuple(2**k for k in range(12, 29, 2))       # 4 KiB .. 256 MiB
+QUICK_GPU_SIZES = tuple(2**k for k in range(12, 27, 2))  # 4 KiB .. 64 MiB
 
 
 def link_peak_gbps(gpu=None) -> float:
