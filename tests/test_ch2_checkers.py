@@ -83,6 +83,29 @@ FLAT_PADDED = (SOLUTION.replace("__shared__ float tile[TILE][TILE + 1];", "__sha
                .replace("tile[threadIdx.y + j][threadIdx.x]", "t[(threadIdx.y + j) * (TILE + 1) + threadIdx.x]")
                .replace("tile[threadIdx.x][threadIdx.y + j]", "t[threadIdx.x * (TILE + 1) + threadIdx.y + j]"))
 
+# Unpadded, read down a column through a pointer into the tile: the subscript trace sees only
+# `&tile[0][0]`; the profiler sees the 32-way conflict.
+FLAT_UNPADDED = (SOLUTION.replace("__shared__ float tile[TILE][TILE + 1];",
+                                  "__shared__ float tile[TILE][TILE];\n    float* t = &tile[0][0];")
+                 .replace("tile[threadIdx.y + j][threadIdx.x]", "t[(threadIdx.y + j) * TILE + threadIdx.x]")
+                 .replace("tile[threadIdx.x][threadIdx.y + j]", "t[threadIdx.x * TILE + threadIdx.y + j]"))
+# Conflict-free tile (read along the rows it was written), but each warp stores down a column
+# of `out`: the naive kernel's store, with shared memory in between.
+STRIDED_STORE = r'''
+extern "C" __global__ void transpose_padded(const float* in, float* out, int rows, int cols) {
+    __shared__ float tile[TILE][TILE + 1];
+    int x = blockIdx.x * TILE + threadIdx.x;
+    int y = blockIdx.y * TILE + threadIdx.y;
+    for (int j = 0; j < TILE; j += BLOCK_ROWS)
+        if (x < cols && y + j < rows)
+            tile[threadIdx.y + j][threadIdx.x] = in[(y + j) * cols + x];
+    __syncthreads();
+    for (int j = 0; j < TILE; j += BLOCK_ROWS)
+        if (x < cols && y + j < rows)
+            out[x * rows + (y + j)] = tile[threadIdx.y + j][threadIdx.x];
+}
+'''
+
 
 def test_transpose_checker_accepts_the_solution_and_other_conflict_free_layouts(capsys):
     trace = lab.check_padded_transpose(SOLUTION)
@@ -99,6 +122,8 @@ def test_transpose_checker_accepts_the_solution_and_other_conflict_free_layouts(
     (NAIVE, "never reads or writes shared memory"),
     (SOLUTION.replace("if (x < rows && y + j < cols)", "if (x < cols && y + j < rows)"), "x "),
     (SOLUTION.replace("__syncthreads();", "__syncthreads()"), "line"),
+    (FLAT_UNPADDED, "32-way shared-memory bank conflict"),
+    (STRIDED_STORE, "global store of 32 sectors per warp request"),
 ])
 def test_transpose_checker_rejects_wrong_kernels(source, match):
     with expect_failure(match):

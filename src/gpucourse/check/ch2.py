@@ -569,7 +569,7 @@ def transpose_launch(rows: int, cols: int, tile: int = 32, block_rows: int = 8):
 def check_padded_transpose(source, kernel: str = "transpose_padded", number: str = "2.2",
                            title: str = "a padded shared-memory transpose") -> dict:
     """Check a learner's transpose kernel (a source string, or a function returning one) on
-    the emulator, in three steps.
+    the emulator, in four steps.
 
     1. Races: one launch in forward, reverse and shuffled thread orders (a missing
        ``__syncthreads()`` between writing and reading the tile gives different results).
@@ -577,6 +577,9 @@ def check_padded_transpose(source, kernel: str = "transpose_padded", number: str
     3. Bank conflicts: the kernel is rebuilt with its ``__shared__`` tile wrapped so each
        access logs the element every thread touched; the accesses of each warp go through
        ``models.bank_conflicts``. Every access must be conflict-free (1-way).
+    4. Traffic: ``gc.profile`` counts every shared access however it is written (a pointer
+       into the tile too) and every global one: no bank conflict, and 4 sectors per warp
+       request for the loads of ``in`` and the stores of ``out`` (coalesced both ways).
 
     Returns the trace of step 3.
     """
@@ -636,4 +639,30 @@ def check_padded_transpose(source, kernel: str = "transpose_padded", number: str
                 f"`{worst['array']}`) is a {worst['ways']}-way bank conflict ({lanes}, ...): "
                 "the lanes of a warp read a column, and with rows of 32 floats a whole column "
                 "sits in one bank. Pad each row by one element: tile[TILE][TILE + 1].")
+        _check_transpose_traffic(k, a, out)
     return trace
+
+
+def _check_transpose_traffic(kernel, a, out) -> None:
+    """Step 4: the profiler's counts of every access, however the kernel reaches memory
+    (the trace above sees only subscripts of the tile itself, not a pointer into it)."""
+    from .. import profiler
+
+    try:
+        prof = profiler.profile(kernel, (2, 2), (32, 8), (a, out, np.int32(64), np.int32(64)))
+    except profiler.ProfilerError:  # no profiling toolchain here: steps 1-3 still ran
+        return
+    for r in prof.lines:
+        c = r.counters
+        if r.access.startswith("shared") and c.max_ways > 1:
+            raise AssertionError(
+                f"line {r.line} (`{r.code.strip()}`) is a {c.max_ways}-way shared-memory bank "
+                "conflict: a warp's lanes hit one bank. Pad each row of the tile by one element, "
+                "tile[TILE][TILE + 1], and index it as tile[row][col] (a flat pointer into it keeps "
+                "the unpadded stride).")
+        if r.access in ("global load", "global store") and c.sectors_per_request > 4.5:
+            raise AssertionError(
+                f"line {r.line} (`{r.code.strip()}`) is a {r.access} of {c.sectors_per_request:.0f} "
+                "sectors per warp request where 4 would do: consecutive threadIdx.x must touch "
+                "consecutive addresses of both `in` and `out`; the column walk belongs in shared "
+                "memory.")
