@@ -184,6 +184,29 @@ def test_private_histogram_rejects(wrong, match):
         c4.check_private_histogram(wrong)
 
 
+PLUS_PLUS = PRIVATE.replace("atomicAdd(&local[data[i]], 1u);", "local[data[i]]++;")
+
+
+def test_private_histogram_names_a_lost_update_by_line():
+    """Exact on the emulator (no thread runs between the load and the store), wrong on a GPU."""
+    line = next(i + 1 for i, t in enumerate(PLUS_PLUS.splitlines()) if "local[data[i]]++;" in t)
+    with pytest.raises(AssertionError) as info:
+        c4.check_private_histogram(PLUS_PLUS)
+    message = str(info.value)
+    assert "has a race (read-after-write hazard in shared memory)" in message, message
+    assert f"histogram_private.cu line {line} (`local[data[i]]++;`)" in message, message
+
+
+def test_private_histogram_without_the_race_detector_falls_back_to_a_rule(monkeypatch):
+    from gpucourse.emulator import racecheck
+
+    monkeypatch.setattr(racecheck, "_toolchain_problem", lambda: "it needs Linux")
+    monkeypatch.setattr(racecheck, "_detectors", {})
+    monkeypatch.setattr(racecheck, "_warned", True)  # the warning has its own test
+    with expect_failure("use atomicAdd both for the shared bins"):
+        c4.check_private_histogram(PLUS_PLUS)
+
+
 # --------------------------------------------------------------------------- 4.5
 
 def pipeline_time(h2d, compute, d2h, chunks):

@@ -571,8 +571,9 @@ def check_padded_transpose(source, kernel: str = "transpose_padded", number: str
     """Check a learner's transpose kernel (a source string, or a function returning one) on
     the emulator, in four steps.
 
-    1. Races: one launch in forward, reverse and shuffled thread orders (a missing
-       ``__syncthreads()`` between writing and reading the tile gives different results).
+    1. Races: one launch race-checked, in forward, reverse and shuffled thread orders and
+       under the hazard detector (a missing ``__syncthreads()`` between writing and reading
+       the tile gives different results, and the detector names both lines).
     2. Correctness at awkward shapes (1x1, a single row, a single column, non-multiples of 32).
     3. Bank conflicts: the kernel is rebuilt with its ``__shared__`` tile wrapped so each
        access logs the element every thread touched; the accesses of each warp go through

@@ -1,7 +1,7 @@
 """Lab checkers of chapter 5 (accelerated libraries): a shared-memory tiled matmul, a fused
 elementwise kernel, choosing sparse or dense from a measured crossover, and % of peak.
 
-Learner kernels run on the CPU emulator: first in a child process with three thread orders
+Learner kernels run on the CPU emulator: first in a child process with the race check
 (a crash, an endless loop or a race becomes a failure, not a dead notebook), then once more
 with the outputs placed in a larger buffer whose tail must stay untouched (a missing bounds
 check shows up there). Each checker prints one line when the answer is right.
@@ -76,7 +76,7 @@ def check_tiled_matmul(source: str, tile: int = 16, number: str = "5.1",
                        title: str = "a shared-memory tiled matmul", seed: int = 50) -> None:
     """``matmul_tiled(A, B, C, M, N, K)`` with TILE×TILE shared tiles, at sizes off the tile.
 
-    Runs on the emulator with ``#define TILE tile``, in three thread orders (a missing
+    Runs on the emulator with ``#define TILE tile``, race-checked (a missing
     ``__syncthreads`` is a race), and with C inside a larger buffer (stray stores show).
     """
     with Exercise(number, title):

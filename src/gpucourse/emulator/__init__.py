@@ -18,8 +18,14 @@ the launch of ``kernel(grid, block, args, shared_mem)``; arrays in ``args`` rece
 result; failures raise :class:`KernelError`, a ``CourseError``):
 
 ``race_check(kernel, grid, block, args, shared_mem=0, *, seed=0, rtol=1e-4)``
-    runs the launch with threads (and blocks) in forward, reverse and shuffled order and
-    raises "kernel X has a race" when the results differ (floats compared within rtol).
+    runs the launch with threads (and blocks) in forward, reverse and shuffled order, then
+    once more under a hazard detector (:mod:`.racecheck`) that watches every shared and
+    global access, and raises "kernel X has a race" when the results differ (floats
+    compared within rtol) or two threads touch the same bytes with nothing ordering them
+    (at least one a plain write, or one atomic and one plain). Orders alone miss a lost
+    update (``out[0] += x[i]`` runs whole here); the detector names both source lines.
+    Where it cannot be built (not Linux, no binutils) a warning says so once and only the
+    orders are compared.
 ``run_isolated(kernel, grid, block, args, shared_mem=0, *, timeout=10.0, race_check=False)``
     runs it in a child process: a crash, a stack overflow or an endless loop becomes a
     KernelError instead of killing or hanging the notebook.
@@ -34,7 +40,8 @@ button) stops a launch; a stray write that lands in valid memory cannot be caugh
 Lower level, for tools such as a profiler: :func:`build_library` compiles a source with
 extra compiler flags and extra C++ sources linked in, and returns a :class:`Library`
 whose ``launch(name, grid3, block3, args, shared_mem, order=..., seed=...)`` runs a
-launch without argument checks.
+launch without argument checks; :mod:`.instrument` holds what instrumented builds (the
+profiler's, the race detector's) share.
 
 Environment: ``GPUCOURSE_EMU_SWITCH=ucontext`` forces the portable context switch (the
 fast one is x86-64 only); ``GPUCOURSE_EMU_STACK_KB`` sets each thread's stack (32 KB);

@@ -36,11 +36,13 @@ def _difference(first: np.ndarray, other: np.ndarray, rtol: float) -> str:
 
 
 def run_launch(lib, name, grid, block, host_args, shared_mem=0, *, race_check=False,
-               seed=0, rtol=DEFAULT_RTOL, echo=True) -> str:
+               seed=0, rtol=DEFAULT_RTOL, echo=True, detector=None) -> str:
     """One launch on the emulator, or three (forward, reverse, shuffled) with ``race_check``.
 
     With ``race_check`` the arrays end up holding the forward-order result, and a
-    KernelError says "this kernel has a race" when another order gives another result.
+    KernelError says "this kernel has a race" when another order gives another result,
+    or when ``detector`` (a ``racecheck.Detector`` of the same source) finds a hazard in
+    one more launch from the same inputs.
     """
     if not race_check:
         return lib.launch(name, grid, block, host_args, shared_mem, echo=echo)
@@ -57,14 +59,21 @@ def run_launch(lib, name, grid, block, host_args, shared_mem=0, *, race_check=Fa
         results[order] = {i: host_args[i].copy() for i in arrays}
     for i in arrays:
         np.copyto(host_args[i], results["forward"][i])
+    # The detector runs from the same inputs; where the orders disagree too, it says why.
+    hazard = None if detector is None else detector.run(
+        name, grid, block, [before.get(i, a) for i, a in enumerate(host_args)], shared_mem)
     for order in ("reverse", "shuffle"):
         for i in arrays:
             diff = _difference(results["forward"][i], results[order][i], rtol)
             if diff:
+                why = (hazard.detail if hazard and hazard.detail else
+                       "a thread reads memory that another thread writes without a "
+                       "__syncthreads() (or __syncwarp()) between them")
                 raise KernelError(
                     f"kernel {name} has a race: argument `{params[i].name}` comes out different "
-                    f"when the threads run in {order} order ({diff}); a thread reads memory that "
-                    f"another thread writes without a __syncthreads() (or __syncwarp()) between them.")
+                    f"when the threads run in {order} order ({diff}); {why}.")
+    if hazard:
+        raise KernelError(hazard.message)
     return output
 
 
@@ -98,16 +107,22 @@ def _write_back(kernel, args, results: dict) -> None:
 
 
 def race_check(kernel, grid, block, args, shared_mem=0, *, seed=0, rtol=DEFAULT_RTOL) -> None:
-    """Run ``kernel`` on the emulator with forward, reverse and shuffled thread orders.
+    """Run ``kernel`` on the emulator with forward, reverse and shuffled thread orders, then
+    once more under the hazard detector (``racecheck``).
 
-    Raises KernelError ("... has a race ...") when the results differ; otherwise the
-    arrays in ``args`` hold the result, as after a normal launch. Works for a kernel of
-    either backend (GPU arrays are copied to the host and back).
+    Raises KernelError ("... has a race ...") when the results differ or two threads'
+    accesses conflict with nothing ordering them; otherwise the arrays in ``args`` hold the
+    result, as after a normal launch. Works for a kernel of either backend (GPU arrays are
+    copied to the host and back).
     """
+    from . import racecheck
+
     grid3, block3, shared = _validate(kernel, grid, block, args, shared_mem)
     lib = kernel._emulator_library()
+    detector = racecheck.detector(kernel)
     host = _host_args(kernel, args)
-    run_launch(lib, kernel.name, grid3, block3, host, shared, race_check=True, seed=seed, rtol=rtol)
+    run_launch(lib, kernel.name, grid3, block3, host, shared, race_check=True, seed=seed, rtol=rtol,
+               detector=detector)
     _write_back(kernel, args, {i: host[i] for i, p in enumerate(kernel.signature.params)
                                if p.pointer and not p.const})
 
@@ -115,7 +130,7 @@ def race_check(kernel, grid, block, args, shared_mem=0, *, seed=0, rtol=DEFAULT_
 _ERRORS = {c.__name__: c for c in (KernelError, LaunchError, CompileError, DeviceError)}
 
 
-def _child(conn, lib, name, grid, block, host, shared, race, seed, rtol) -> None:
+def _child(conn, lib, name, grid, block, host, shared, race, seed, rtol, detector) -> None:
     faulthandler.disable()  # a crash is reported by the parent, without a Python trace
     from . import build
 
@@ -124,7 +139,7 @@ def _child(conn, lib, name, grid, block, host, shared, race, seed, rtol) -> None
     try:
         try:
             output = run_launch(lib, name, grid, block, host, shared, race_check=race,
-                                seed=seed, rtol=rtol, echo=False)
+                                seed=seed, rtol=rtol, echo=False, detector=detector)
         except BaseException as exc:  # report everything: the parent raises it
             kind = type(exc).__name__ if type(exc).__name__ in _ERRORS else "KernelError"
             text = str(exc) if isinstance(exc, CourseError) else f"kernel {name}: {type(exc).__name__}: {exc}"
@@ -147,13 +162,18 @@ def run_isolated(kernel, grid, block, args, shared_mem=0, *, timeout=DEFAULT_TIM
     """
     grid3, block3, shared = _validate(kernel, grid, block, args, shared_mem)
     lib = kernel._emulator_library()  # compile here: compile errors are the caller's to see
+    detector = None
+    if race_check:
+        from . import racecheck
+
+        detector = racecheck.detector(kernel)
     host = _host_args(kernel, args)
     methods = multiprocessing.get_all_start_methods()
     ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
     receiver, sender = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child, daemon=True,
                        args=(sender, lib, kernel.name, grid3, block3, host, shared,
-                             race_check, seed, rtol))
+                             race_check, seed, rtol, detector))
     with warnings.catch_warnings():  # forking a process that has threads is fine here
         warnings.simplefilter("ignore", DeprecationWarning)
         proc.start()

@@ -91,9 +91,15 @@ GCEMU_HIDDEN void __gcemu_fail(const char* what) __attribute__((noreturn));
 GCEMU_HIDDEN void __gcemu_assert_fail(const char* expr, const char* file, int line) __attribute__((noreturn));
 GCEMU_HIDDEN int __gcemu_printf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 GCEMU_HIDDEN long long __gcemu_clock64(void);
-// For tools linked into an emulator build (the profiler): where the running thread is.
+// For tools linked into an emulator build (the profiler, the race detector): where the
+// running thread is, and a function the runtime calls, if set, when a block starts
+// (GCEMU_SYNC_BLOCK, `members`: its thread count), when a __syncthreads() completes
+// (GCEMU_SYNC_BARRIER) and when a warp-level sync completes (GCEMU_SYNC_WARP, `members`:
+// the lanes it joined, in the running thread's warp).
 GCEMU_HIDDEN unsigned __gcemu_thread_rank(void);  // linear index of the thread in its block
+extern GCEMU_HIDDEN void (*__gcemu_sync_hook)(int event, unsigned members);
 }
+enum { GCEMU_SYNC_BLOCK = 0, GCEMU_SYNC_BARRIER = 1, GCEMU_SYNC_WARP = 2 };
 
 // ---------------------------------------------------------------- synchronization
 static inline void __syncthreads(void) { (void)__gcemu_block_barrier(1); }
@@ -186,11 +192,15 @@ static inline int __all_sync(unsigned mask, int pred) {
 
 // ---------------------------------------------------------------- atomics
 // No other thread runs between the read and the write, so plain code is atomic here.
-#define GCEMU_ATOMIC(NAME, T, NEW)                 \
-  static inline T NAME(T* address, T val) {        \
-    T old = *address;                              \
-    *address = (NEW);                              \
-    return old;                                    \
+// An instrumented build defines GCEMU_ATOMIC_ATTR to keep that read and write unobserved.
+#ifndef GCEMU_ATOMIC_ATTR
+#define GCEMU_ATOMIC_ATTR
+#endif
+#define GCEMU_ATOMIC(NAME, T, NEW)                                \
+  GCEMU_ATOMIC_ATTR static inline T NAME(T* address, T val) {     \
+    T old = *address;                                             \
+    *address = (NEW);                                             \
+    return old;                                                   \
   }
 GCEMU_ATOMIC(atomicAdd, int, old + val)
 GCEMU_ATOMIC(atomicAdd, unsigned int, old + val)
@@ -223,11 +233,11 @@ GCEMU_ATOMIC(atomicXor, unsigned long long, old ^ val)
 GCEMU_ATOMIC(atomicInc, unsigned int, old >= val ? 0u : old + 1u)
 GCEMU_ATOMIC(atomicDec, unsigned int, (old == 0u || old > val) ? val : old - 1u)
 #undef GCEMU_ATOMIC
-#define GCEMU_CAS(T)                                                   \
-  static inline T atomicCAS(T* address, T compare, T val) {            \
-    T old = *address;                                                  \
-    if (old == compare) *address = val;                                \
-    return old;                                                        \
+#define GCEMU_CAS(T)                                                          \
+  GCEMU_ATOMIC_ATTR static inline T atomicCAS(T* address, T compare, T val) { \
+    T old = *address;                                                         \
+    if (old == compare) *address = val;                                       \
+    return old;                                                               \
   }
 GCEMU_CAS(int)
 GCEMU_CAS(unsigned int)

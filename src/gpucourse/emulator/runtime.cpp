@@ -75,6 +75,9 @@ struct Warp {
   uint64_t slot[2][32];
 };
 
+// Set by a tool linked into the build (the race detector), else NULL; see cuda_emu.h.
+void (*__gcemu_sync_hook)(int event, unsigned members);
+
 static Fiber g_fiber[MAX_THREADS];
 static int g_order[MAX_THREADS];
 static Warp g_warp[MAX_WARPS];
@@ -321,6 +324,7 @@ extern "C" int __gcemu_block_barrier(int pred) {
   if (++g_arrived == g_n) {  // the last one releases everybody and runs on
     g_arrived = 0;
     g_round++;
+    if (__gcemu_sync_hook) __gcemu_sync_hook(GCEMU_SYNC_BARRIER, (unsigned)g_n);
     for (int i = 0; i < g_n; i++)
       if (g_fiber[i].state == WAIT_BLOCK) g_fiber[i].state = READY;
     return s;
@@ -340,6 +344,7 @@ static void warp_wait(Warp* w, unsigned bit, unsigned members, const char* what)
   w->waiting |= bit;
   if ((w->waiting & members) == members) {
     w->waiting &= ~members;
+    if (__gcemu_sync_hook) __gcemu_sync_hook(GCEMU_SYNC_WARP, members);
     Fiber* base = &g_fiber[g_cur->rank & ~31u];
     for (unsigned m = members & ~bit; m; m &= m - 1) base[__builtin_ctz(m)].state = READY;
     return;
@@ -584,6 +589,7 @@ static void run_block(int order, uint64_t* rng, unsigned dyn_shared) {
   for (int w = 0; w < (n + 31) / 32; w++) g_warp[w].waiting = g_warp[w].done = 0;
   g_arrived = g_done = 0;
   g_round = 0;
+  if (__gcemu_sync_hook) __gcemu_sync_hook(GCEMU_SYNC_BLOCK, (unsigned)n);
   enter_from_main(&g_fiber[g_order[0]]);
   g_cur = NULL;
 }

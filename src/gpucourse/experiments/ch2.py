@@ -467,7 +467,7 @@ def run_transpose(version: str, a, tile: int = 32, module=None):
 
 def check_transpose(tile: int = 32, shapes=TRANSPOSE_SHAPES, seed: int = 0) -> None:
     """Every version equals NumPy's transpose at awkward shapes; the shared versions are also
-    run in three thread orders on the emulator (a missing barrier shows as a race)."""
+    race-checked on the emulator (a missing barrier shows as a race)."""
     mod = transpose_module(tile)
     for rows, cols in shapes:
         host = check.random_array((rows, cols), np.float32, seed=seed + rows * 1000 + cols)

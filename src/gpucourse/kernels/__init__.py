@@ -330,8 +330,8 @@ class Kernel:
                  isolate=False, timeout=10.0) -> None:
         """Launch on the module's backend (``stream``: a CuPy stream; the emulator runs in order).
 
-        ``race_check``/``isolate`` run it on the emulator: in three thread orders, and/or in a
-        child process stopped after ``timeout`` s."""
+        ``race_check``/``isolate`` run it on the emulator: in three thread orders and under a
+        hazard detector, and/or in a child process stopped after ``timeout`` s."""
         if race_check or isolate:
             from ..emulator import checks
 

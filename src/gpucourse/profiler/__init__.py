@@ -40,9 +40,6 @@ import hashlib
 import html
 import json
 import os
-import re
-import shutil
-import subprocess
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +47,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import models, specs
+from ..emulator import instrument
 from ..errors import CourseError
 
 __all__ = ["profile", "Profile", "Counters", "Divergence", "LineStat", "ModelTime",
@@ -441,36 +439,15 @@ _builds: dict = {}
 
 @functools.lru_cache(maxsize=None)
 def _toolchain_check() -> str:
-    import sys
-
-    if not sys.platform.startswith("linux"):
+    if not instrument.supported_platform():
         raise ProfilerError("The profiler needs Linux (it links with GNU ld's --wrap and reads "
                             "ELF debug information); on this system use the models in gc.models.")
-    tool = shutil.which("addr2line") or shutil.which("llvm-addr2line") or shutil.which("eu-addr2line")
+    tool = instrument.addr2line()
     if not tool:
         raise ProfilerError("The profiler needs addr2line to map instructions to source lines: "
                             "install binutils (Debian/Ubuntu: apt install binutils; conda: "
                             "conda install -c conda-forge binutils).")
     return tool
-
-
-def _stub_runtime_dir() -> Path:
-    """A folder holding an empty libtsan.a.
-
-    g++ links the sanitizer's runtime into every -fsanitize=thread build, even a shared
-    library; that runtime cannot be loaded into a running Python. An empty archive found
-    first on the library path satisfies the link, and hooks.cpp supplies the functions.
-    """
-    from ..emulator import cache_dir
-
-    folder = cache_dir().parent / "profiler-lib"
-    folder.mkdir(parents=True, exist_ok=True)
-    stub = folder / "libtsan.a"
-    if not stub.exists():
-        tmp = folder / f".libtsan.{os.getpid()}.{threading.get_ident()}.tmp"
-        tmp.write_bytes(b"!<arch>\n")
-        os.replace(tmp, stub)
-    return folder
 
 
 class _Build:
@@ -479,14 +456,11 @@ class _Build:
     def __init__(self, module, addr2line: str):
         from ..emulator import build_library
 
-        version = hashlib.sha256(HOOKS.read_bytes() + PRELUDE.read_bytes()).hexdigest()[:12]
-        flags = ("-g", "-fsanitize=thread", "-fsanitize-coverage=trace-pc",
-                 # One source-level access, one hook call, as nvcc issues them: no merging
-                 # of scalars into vector accesses, and no splitting of a float4 copy into
-                 # four float accesses (scalar replacement of aggregates).
-                 "-fno-tree-vectorize", "-fno-tree-slp-vectorize", "-fno-tree-sra",
+        version = hashlib.sha256(HOOKS.read_bytes() + PRELUDE.read_bytes()
+                                 + instrument.ATOMIC_MARKS.read_bytes()).hexdigest()[:12]
+        flags = (*instrument.TSAN_FLAGS, "-fsanitize-coverage=trace-pc",
                  "-include", str(PRELUDE), f"-DGCPROF_VERSION={version}",
-                 "-L", str(_stub_runtime_dir()), "-Wl,--wrap=__gcemu_block_barrier")
+                 *instrument.link_flags(), "-Wl,--wrap=__gcemu_block_barrier")
         try:
             self.library = build_library(module.source, filename=module.filename,
                                          defines=module.defines, extra_flags=flags,
@@ -529,17 +503,13 @@ class _Build:
         new = [o for o in offsets if o not in self.sites]
         if not new:
             return
-        # A return address follows its call: look up the byte before it.
-        proc = subprocess.run([self.addr2line, "-e", str(self.library.path), "-f", "-i", "-C",
-                               "-a", *(hex(o - 1) for o in new)],
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
+        chains, error = instrument.call_sites(self.addr2line, self.library.path, new)
+        if error:
             raise ProfilerError(f"addr2line could not read the profiling build's line table "
-                                f"({proc.stderr.strip()[:200]}); check that binutils works.")
-        chains = _parse_addr2line(proc.stdout)
+                                f"({error}); check that binutils works.")
         own = {self.filename, self.library.path.with_suffix(".cpp").name}
         for o in new:
-            self.sites[o] = _classify(chains.get(o - 1, []), kinds[o], own)
+            self.sites[o] = _classify(chains[o], kinds[o], own)
         self._skip([o for o in new if self.sites[o][1] == "internal"])
         try:
             tmp = self.sites_file.with_name(f".{self.sites_file.name}.{os.getpid()}.tmp")
@@ -550,30 +520,6 @@ class _Build:
 
     def code(self, line: int) -> str:
         return self.source_lines[line - 1].strip() if 0 < line <= len(self.source_lines) else ""
-
-
-def _parse_addr2line(text: str) -> dict[int, list[tuple[str, str, int]]]:
-    """{address: [(function, file, line), ...] innermost first} from ``addr2line -f -i -a``."""
-    out: dict[int, list] = {}
-    lines = text.splitlines()
-    i, current = 0, None
-    while i < len(lines):
-        t = lines[i].strip()
-        if re.fullmatch(r"0x[0-9a-fA-F]+", t):
-            current = int(t, 16)
-            out[current] = []
-            i += 1
-            continue
-        if current is not None and i + 1 < len(lines):
-            func, loc = t, lines[i + 1].strip()
-            m = re.match(r"^(.*):(\d+|\?)(?: \(discriminator \d+\))?$", loc)
-            path, num = (m.group(1), m.group(2)) if m else (loc, "0")
-            out[current].append((re.sub(r"<.*$", "", func).strip(), os.path.basename(path),
-                                 int(num) if num.isdigit() else 0))
-            i += 2
-            continue
-        i += 1
-    return out
 
 
 def _classify(chain, kind: int, own: set) -> tuple:
@@ -589,7 +535,7 @@ def _classify(chain, kind: int, own: set) -> tuple:
     inner = chain[0]
     line = user[0][2]
     if kind == K_ATOMIC:
-        return (line, "kernel", inner[0].replace("__gcprof_", ""))
+        return (line, "kernel", inner[0].replace("__gcemu_marked_", ""))
     if inner[1] in own:
         return (line, "kernel", "")
     if kind == K_BLOCK or inner[0].startswith(("__gcemu", "__gcprof", "atomic")):

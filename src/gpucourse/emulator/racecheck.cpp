@@ -1,0 +1,341 @@
+// Hooks of the emulator's hazard detector (race_check), linked into an instrumented build of
+// a kernel.
+//
+// The kernel's translation unit is compiled with -fsanitize=thread, so every load and store
+// calls __tsan_readN / __tsan_writeN (defined here, not by the sanitizer's runtime); atomics
+// are marked by atomic_marks.h, and their own read and write are left uninstrumented. The
+// runtime calls on_sync when a block starts, when a __syncthreads() completes and when a
+// warp-level sync (__syncwarp, a shuffle, a vote) completes.
+//
+// Shadow memory: one cell per 4-byte word of the launch's arrays and of shared memory holds
+// the last plain write, up to two atomics and up to two plain reads since it. An access
+// records its thread, the number of __syncthreads() its block had completed, its lane's
+// own entry of its vector clock, and its instruction. Two accesses of different threads
+// are ordered when a __syncthreads() completed between them (same block), or when their
+// lanes met in warp-level syncs in between (same warp: a vector clock per lane over the 32
+// lanes of its warp). Threads of different blocks are never ordered: on a GPU they run at
+// the same time. Shared memory left by an earlier block is stale, not shared.
+//
+// A plain write conflicts with every unordered access of another thread to the same bytes,
+// a plain read with unordered writes and atomics, an atomic with unordered plain accesses;
+// two atomics never conflict. The first conflict is kept for Python to report; an access to
+// dynamic shared memory beyond the launch's shared_mem is reported the same way.
+#include "cuda_emu.h"
+#undef printf
+#undef assert
+
+#include <dlfcn.h>
+#include <sys/mman.h>
+
+#define GCRACE_LIKELY(x) __builtin_expect(!!(x), 1)
+#define GCRACE_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define GCRACE_API extern "C" __attribute__((visibility("default")))
+#define GCRACE_HOOK extern "C" __attribute__((visibility("hidden")))
+
+enum { MAX_THREADS = 1024, DYN_SHARED_BYTES = 48 * 1024, MAX_RANGES = 66 };
+// Kinds of access, and of range: keep in step with emulator/racecheck.py.
+enum Kind : uint8_t { K_READ = 1, K_WRITE = 2, K_ATOMIC = 3 };
+enum Space : uint8_t { GLOBAL = 0, SHARED = 1, DYNAMIC = 2 };
+
+extern "C" {
+extern char __gcemu_dynamic_shared_buf[] __attribute__((visibility("hidden")));
+extern char __start_gcshared[] __attribute__((weak, visibility("hidden")));
+extern char __stop_gcshared[] __attribute__((weak, visibility("hidden")));
+}
+
+struct Access {         // one thread's access to one word; block 0: none
+  uint32_t block;       // linear block index + 1
+  uint32_t pc;          // the instruction, as an offset from the library's base
+  uint32_t epoch;       // __syncthreads() its block had completed
+  uint32_t lane_epoch;  // its lane's own entry of its warp vector clock
+  uint16_t rank;        // the thread's linear index in its block
+  uint8_t kind;
+  uint8_t bytes;        // the bytes of the word it touched, as bits
+};
+struct Cell { Access write, atomic[2], read[2]; };
+struct Range { uintptr_t lo, hi; Cell* cells; size_t ncells; uint8_t space; };
+
+static Range g_range[MAX_RANGES];
+static int g_nranges, g_last;
+static int g_active;
+static uintptr_t g_base;
+static uintptr_t g_dyn_end;  // end of the dynamic shared memory the launch asked for
+static uint32_t g_block, g_epoch;
+static uint32_t g_vc[MAX_THREADS][32];  // per thread: the warp-sync epochs of its warp's lanes it has seen
+
+// The first conflict: what Python reads with gcrace_result.
+static struct {
+  int found;
+  uintptr_t addr;
+  uint8_t space;
+  Access first, second;
+} g_hazard;
+
+// ---------------------------------------------------------------- ordering
+
+static inline int same_thread(const Access& p, const Access& c) {
+  return p.block == c.block && p.rank == c.rank;
+}
+
+// Whether p (earlier, not empty) needs no check against c: the same thread, ordered before
+// it, or stale (shared memory of an earlier block).
+static inline int ordered(const Access& p, const Access& c, uint8_t space) {
+  if (p.block != c.block) return space != GLOBAL;
+  if (p.rank == c.rank || p.epoch != c.epoch) return 1;
+  if ((p.rank >> 5) != (c.rank >> 5)) return 0;
+  return g_vc[c.rank][p.rank & 31] >= p.lane_epoch;
+}
+
+static inline int races(const Access& p, const Access& c, uint8_t space) {
+  return p.block && (p.bytes & c.bytes) && !ordered(p, c, space);
+}
+
+__attribute__((noinline)) static void found(uintptr_t addr, uint8_t space, const Access& p,
+                                            const Access& c) {
+  g_hazard.found = 1;
+  g_hazard.addr = addr + (p.block ? __builtin_ctz(p.bytes & c.bytes) : 0);  // the first byte both touched
+  g_hazard.space = space;
+  g_hazard.first = p;
+  g_hazard.second = c;
+  g_active = 0;  // the first hazard is the one reported; the launch runs on unobserved
+}
+
+// Keeps c in one of two slots: one whose access is empty, the same thread's, or needs no
+// check any more; else the second slot, so that the first keeps an older unordered one.
+static inline void keep(Access* slot, Access c, uint8_t space) {
+  for (int i = 0; i < 2; i++) {
+    Access& s = slot[i];
+    if (s.block && same_thread(s, c)) {
+      c.bytes |= s.bytes;
+      s = c;
+      return;
+    }
+    if (!s.block || ordered(s, c, space)) {
+      s = c;
+      return;
+    }
+  }
+  slot[1] = c;
+}
+
+// Forgets the accesses that c covers (c follows them or the check above would have fired).
+static inline void forget(Access* slot, const Access& c) {
+  for (int i = 0; i < 2; i++)
+    if (!(slot[i].bytes & ~c.bytes)) slot[i].block = 0;
+}
+
+static inline int check_word(Cell& cell, const Access& c, uintptr_t word, uint8_t space) {
+  const Access* prev = NULL;
+  if (races(cell.write, c, space)) prev = &cell.write;
+  if (!prev && c.kind != K_ATOMIC) {
+    if (races(cell.atomic[0], c, space)) prev = &cell.atomic[0];
+    else if (races(cell.atomic[1], c, space)) prev = &cell.atomic[1];
+  }
+  if (!prev && c.kind != K_READ) {
+    if (races(cell.read[0], c, space)) prev = &cell.read[0];
+    else if (races(cell.read[1], c, space)) prev = &cell.read[1];
+  }
+  if (GCRACE_UNLIKELY(prev != NULL)) {
+    found(word, space, *prev, c);
+    return 1;
+  }
+  switch (c.kind) {
+    case K_READ:
+      keep(cell.read, c, space);
+      break;
+    case K_WRITE:
+      forget(cell.read, c);
+      forget(cell.atomic, c);
+      cell.write = c;
+      break;
+    default:  // an atomic: a later atomic of another thread is no conflict, a plain access is
+      forget(cell.read, c);
+      keep(cell.atomic, c, space);
+      break;
+  }
+  return 0;
+}
+
+// ---------------------------------------------------------------- the hot path
+
+static inline Range* range_of(uintptr_t a) {
+  Range* R = &g_range[g_last];
+  if (GCRACE_LIKELY(a - R->lo < R->hi - R->lo)) return R;
+  for (int r = 0; r < g_nranges; r++)
+    if (a - g_range[r].lo < g_range[r].hi - g_range[r].lo) {
+      g_last = r;
+      return &g_range[r];
+    }
+  return NULL;
+}
+
+__attribute__((noinline)) static void access(uintptr_t pc, uintptr_t addr, uint32_t size, uint8_t kind) {
+  Range* R = range_of(addr);
+  if (!R) return;  // a thread's own stack, a built-in variable, the launch's arguments
+  const uint32_t r = __gcemu_thread_rank();
+  Access c = {g_block, (uint32_t)(pc - g_base), g_epoch, g_vc[r][r & 31], (uint16_t)r, kind, 0};
+  if (GCRACE_UNLIKELY(R->space == DYNAMIC && addr + size > g_dyn_end)) {
+    c.bytes = 0xF;
+    found(addr, DYNAMIC, Access{}, c);  // beyond the shared_mem of the launch
+    return;
+  }
+  const uintptr_t end = addr + (size ? size : 1);
+  for (uintptr_t word = addr & ~(uintptr_t)3; word < end; word += 4) {
+    const size_t i = (word - R->lo) >> 2;
+    if (i >= R->ncells) return;  // past the end of the range
+    const uintptr_t from = addr > word ? addr : word, to = end < word + 4 ? end : word + 4;
+    c.bytes = (uint8_t)(((1u << (to - from)) - 1u) << (from - word));
+    if (check_word(R->cells[i], c, word, R->space)) return;
+  }
+}
+
+static inline void observe(uintptr_t pc, void* a, uint32_t size, uint8_t kind) {
+  if (GCRACE_LIKELY(g_active)) access(pc, (uintptr_t)a, size, kind);
+}
+
+#define GCRACE_RA ((uintptr_t)__builtin_return_address(0))
+#define GCRACE_ACCESS(N)                                                                          \
+  GCRACE_HOOK void __tsan_read##N(void* a) { observe(GCRACE_RA, a, N, K_READ); }                    \
+  GCRACE_HOOK void __tsan_write##N(void* a) { observe(GCRACE_RA, a, N, K_WRITE); }                  \
+  GCRACE_HOOK void __tsan_unaligned_read##N(void* a) { observe(GCRACE_RA, a, N, K_READ); }          \
+  GCRACE_HOOK void __tsan_unaligned_write##N(void* a) { observe(GCRACE_RA, a, N, K_WRITE); }        \
+  GCRACE_HOOK void __tsan_volatile_read##N(void* a) { observe(GCRACE_RA, a, N, K_READ); }           \
+  GCRACE_HOOK void __tsan_volatile_write##N(void* a) { observe(GCRACE_RA, a, N, K_WRITE); }         \
+  GCRACE_HOOK void __tsan_unaligned_volatile_read##N(void* a) { observe(GCRACE_RA, a, N, K_READ); } \
+  GCRACE_HOOK void __tsan_unaligned_volatile_write##N(void* a) { observe(GCRACE_RA, a, N, K_WRITE); }
+GCRACE_ACCESS(1)
+GCRACE_ACCESS(2)
+GCRACE_ACCESS(4)
+GCRACE_ACCESS(8)
+GCRACE_ACCESS(16)
+#undef GCRACE_ACCESS
+
+// Block copies (struct assignment, memcpy), memset: every word of the copy.
+static inline void observe_range(uintptr_t pc, void* a, unsigned long n, uint8_t kind) {
+  for (unsigned long k = 0; k < n && g_active; k += 16)
+    access(pc, (uintptr_t)a + k, (uint32_t)(n - k < 16 ? n - k : 16), kind);
+}
+GCRACE_HOOK void __tsan_read_range(void* a, unsigned long n) { observe_range(GCRACE_RA, a, n, K_READ); }
+GCRACE_HOOK void __tsan_write_range(void* a, unsigned long n) { observe_range(GCRACE_RA, a, n, K_WRITE); }
+GCRACE_HOOK void* __tsan_memcpy(void* d, const void* s, unsigned long n) {
+  observe_range(GCRACE_RA, (void*)s, n, K_READ);
+  observe_range(GCRACE_RA, d, n, K_WRITE);
+  return memcpy(d, s, n);
+}
+GCRACE_HOOK void* __tsan_memmove(void* d, const void* s, unsigned long n) {
+  observe_range(GCRACE_RA, (void*)s, n, K_READ);
+  observe_range(GCRACE_RA, d, n, K_WRITE);
+  return memmove(d, s, n);
+}
+GCRACE_HOOK void* __tsan_memset(void* d, int c, unsigned long n) {
+  observe_range(GCRACE_RA, d, n, K_WRITE);
+  return memset(d, c, n);
+}
+
+// Called by the wrappers of atomic_marks.h before the atomic itself runs.
+GCRACE_HOOK void __gcrace_atomic(const void* a, unsigned size) {
+  observe(GCRACE_RA, (void*)a, size, K_ATOMIC);
+}
+
+GCRACE_HOOK void __tsan_func_entry(void*) {}
+GCRACE_HOOK void __tsan_func_exit(void) {}
+GCRACE_HOOK void __tsan_init(void) {}
+GCRACE_HOOK void __tsan_vptr_update(void*, void*) {}
+GCRACE_HOOK void __tsan_vptr_read(void*) {}
+
+// ---------------------------------------------------------------- blocks and syncs
+
+static void on_sync(int event, unsigned members) {
+  if (event == GCEMU_SYNC_BLOCK) {  // members: the block's threads
+    g_block = 1u + (uint32_t)(blockIdx.x + (uint64_t)gridDim.x * (blockIdx.y + (uint64_t)gridDim.y * blockIdx.z));
+    g_epoch = 0;
+    memset(g_vc, 0, sizeof g_vc[0] * members);
+    for (unsigned t = 0; t < members; t++) g_vc[t][t & 31] = 1;
+  } else if (event == GCEMU_SYNC_BARRIER) {
+    g_epoch++;
+  } else {  // a warp-level sync: its lanes see what each other has seen, then start anew
+    uint32_t(*lane)[32] = &g_vc[__gcemu_thread_rank() & ~31u];
+    uint32_t join[32] = {0};
+    for (unsigned m = members; m; m &= m - 1) {
+      const uint32_t* v = lane[__builtin_ctz(m)];
+      for (int k = 0; k < 32; k++) join[k] = v[k] > join[k] ? v[k] : join[k];
+    }
+    for (unsigned m = members; m; m &= m - 1) {
+      const int l = __builtin_ctz(m);
+      memcpy(lane[l], join, sizeof join);
+      lane[l][l] = join[l] + 1;
+    }
+  }
+}
+
+// ---------------------------------------------------------------- Python's side
+
+static void release(void) {
+  for (int r = 0; r < g_nranges; r++)
+    if (g_range[r].cells) munmap(g_range[r].cells, sizeof(Cell) * g_range[r].ncells);
+  g_nranges = 0;
+  g_last = 0;
+  g_active = 0;
+}
+
+static int add_range(uintptr_t lo, uintptr_t hi, uint8_t space) {
+  if (hi <= lo || g_nranges >= MAX_RANGES) return 0;
+  Range& R = g_range[g_nranges];
+  R.lo = lo & ~(uintptr_t)3;
+  R.hi = hi;
+  R.space = space;
+  R.ncells = (hi - R.lo + 3) / 4;
+  void* p = mmap(NULL, sizeof(Cell) * R.ncells, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);  // zero-filled, lazily
+  if (p == MAP_FAILED) return -1;
+  R.cells = (Cell*)p;
+  g_nranges++;
+  return 0;
+}
+
+// Starts observing: ranges holds (start, end) of each array argument, not overlapping.
+GCRACE_API int gcrace_reset(const uint64_t* ranges, int nranges, unsigned dyn_shared) {
+  release();
+  memset(&g_hazard, 0, sizeof g_hazard);
+  Dl_info info;
+  g_base = dladdr((void*)&gcrace_reset, &info) ? (uintptr_t)info.dli_fbase : 0;
+  int rc = 0;
+  if (__start_gcshared && __stop_gcshared > __start_gcshared)
+    rc |= add_range((uintptr_t)__start_gcshared, (uintptr_t)__stop_gcshared, SHARED);
+  const uintptr_t dyn = (uintptr_t)__gcemu_dynamic_shared_buf;
+  rc |= add_range(dyn, dyn + DYN_SHARED_BYTES, DYNAMIC);
+  g_dyn_end = dyn + dyn_shared;
+  for (int r = 0; r < nranges && rc == 0; r++) rc |= add_range(ranges[2 * r], ranges[2 * r + 1], GLOBAL);
+  if (rc) {
+    release();
+    return -1;
+  }
+  g_block = g_epoch = 0;
+  __gcemu_sync_hook = on_sync;
+  g_active = 1;
+  return 0;
+}
+
+// Stops observing and frees the shadow memory; call after the launch.
+GCRACE_API void gcrace_finish(void) { release(); }
+
+// The first conflict: found, address, space, then kind, block, rank and instruction of the
+// earlier access and of the later one.
+GCRACE_API void gcrace_result(uint64_t* out) {
+  const Access* a[2] = {&g_hazard.first, &g_hazard.second};
+  out[0] = (uint64_t)g_hazard.found;
+  out[1] = (uint64_t)g_hazard.addr;
+  out[2] = g_hazard.space;
+  for (int i = 0; i < 2; i++) {
+    out[3 + 4 * i] = a[i]->kind;
+    out[4 + 4 * i] = a[i]->block ? a[i]->block - 1u : 0u;
+    out[5 + 4 * i] = a[i]->rank;
+    out[6 + 4 * i] = a[i]->pc;
+  }
+}
+
+// Where dynamic and static shared memory start, for messages.
+GCRACE_API void gcrace_shared(uint64_t* out) {
+  out[0] = (uint64_t)(uintptr_t)__gcemu_dynamic_shared_buf;
+  out[1] = __start_gcshared ? (uint64_t)(uintptr_t)__start_gcshared : 0;
+}

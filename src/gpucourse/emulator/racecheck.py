@@ -1,0 +1,262 @@
+"""The hazard detector behind ``race_check``: shadow memory over an instrumented build.
+
+Thread orders alone miss a lost update: on the emulator ``out[0] += x[i]`` or
+``s_bins[d]++`` runs from load to store without another thread in between, so every order
+gives the exact answer. The detector compiles the kernel once more with every load, store
+and atomic observed (``instrument``, hooks in ``racecheck.cpp``), runs one launch and
+reports the first two accesses of different threads to the same bytes that nothing orders
+(a ``__syncthreads()`` in their block, a warp-level sync of their warp), where at least
+one is a plain write, or one is atomic and the other plain: read-after-write,
+write-after-read and write-after-write hazards in shared and global memory. Threads of
+different blocks are never ordered. An access to dynamic shared memory past the launch's
+``shared_mem`` is reported too.
+
+:func:`detector` returns the instrumented build of a kernel's source (cached), or None
+where it cannot be made (not Linux, no addr2line, a compiler without -fsanitize=thread);
+a warning then says once that only thread orders are checked.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import threading
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import CourseError
+from . import instrument
+from .build import KernelError, Library, build_library
+
+HOOKS = instrument.HERE / "racecheck.cpp"
+# Kinds of access and spaces of memory, as racecheck.cpp numbers them.
+READ, WRITE, ATOMIC = 1, 2, 3
+GLOBAL, SHARED, DYNAMIC = 0, 1, 2
+_RESULT_WORDS = 11
+
+_lock = threading.Lock()
+_detectors: dict = {}
+_warned = False
+
+
+def detector(kernel) -> "Detector | None":
+    """The race detector's build of ``kernel``'s source, or None where it cannot be made."""
+    from .source import defines_key
+
+    module = kernel.module
+    key = (module.source, module.filename, defines_key(module.defines))
+    with _lock:
+        if key in _detectors:
+            return _detectors[key]
+    found = None
+    problem = _toolchain_problem()
+    if not problem:
+        try:
+            found = Detector(build_library(module.source, filename=module.filename,
+                                           defines=module.defines, extra_flags=_flags(),
+                                           extra_sources=(HOOKS,)),
+                             module.source, instrument.addr2line())
+        except (CourseError, OSError) as exc:
+            problem = f"its instrumented build failed ({str(exc).splitlines()[0][:200]})"
+    if problem:
+        _warn_once(problem)
+    with _lock:
+        return _detectors.setdefault(key, found)
+
+
+def _toolchain_problem() -> str:
+    if not instrument.supported_platform():
+        return "it needs Linux"
+    if not instrument.addr2line():
+        return "it needs addr2line (install binutils)"
+    return ""
+
+
+def _warn_once(problem: str) -> None:
+    global _warned
+    if not _warned:
+        _warned = True
+        warnings.warn(f"race_check runs without its hazard detector ({problem}), so only thread "
+                      f"orders are compared and lost updates go unnoticed.", RuntimeWarning,
+                      stacklevel=4)
+
+
+def _flags() -> tuple[str, ...]:
+    version = hashlib.sha256(HOOKS.read_bytes() + instrument.ATOMIC_MARKS.read_bytes()).hexdigest()[:12]
+    return (*instrument.TSAN_FLAGS, "-include", str(instrument.ATOMIC_MARKS),
+            "-DGCEMU_ATOMIC_MARK=__gcrace_atomic",
+            # The read and write inside an atomic are the atomic: the mark observes them.
+            '-DGCEMU_ATOMIC_ATTR=__attribute__((no_sanitize("thread")))',
+            f"-DGCRACE_VERSION={version}", *instrument.link_flags())
+
+
+def _twin(a: np.ndarray) -> np.ndarray:
+    """A copy of ``a`` placed as ``a`` is in its allocation, so that reads past its end
+    find the same neighbours (checkers put arrays at the start of longer buffers)."""
+    root = a
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    if root.base is not None or not (root.flags.c_contiguous or root.flags.f_contiguous):
+        return a.copy()
+    raw = np.empty(root.nbytes + 64, np.uint8)
+    shift = (root.ctypes.data - raw.ctypes.data) % 64  # keep the alignment of the original
+    ctypes.memmove(raw.ctypes.data + shift, root.ctypes.data, root.nbytes)
+    offset = a.ctypes.data - root.ctypes.data
+    return np.ndarray(a.shape, a.dtype, buffer=raw, offset=shift + offset, strides=a.strides)
+
+
+def _span(a: np.ndarray) -> tuple[int, int]:
+    """(first byte, one past the last) of the memory ``a`` covers."""
+    start = a.ctypes.data
+    lo = start + sum(min(0, s * (n - 1)) for s, n in zip(a.strides, a.shape))
+    hi = start + sum(max(0, s * (n - 1)) for s, n in zip(a.strides, a.shape)) + a.itemsize
+    return (lo, hi) if a.size else (start, start)
+
+
+def _merged(spans) -> list[tuple[int, int]]:
+    out: list[list[int]] = []
+    for lo, hi in sorted(s for s in spans if s[1] > s[0]):
+        if out and lo <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return [tuple(s) for s in out]
+
+
+def _dims(i: int, dims) -> str:
+    x, y = dims[0], dims[1]
+    return f"({i % x},{i // x % y},{i // (x * y)})"
+
+
+class Detector:
+    """The instrumented build of one source: runs a launch and names its first hazard."""
+
+    def __init__(self, library: Library, source: str, addr2line: str | None):
+        self.library = library
+        self.source_lines = source.splitlines()
+        self.addr2line = addr2line
+        self._dll = dll = ctypes.CDLL(str(library.path))
+        dll.gcrace_reset.restype = ctypes.c_int
+        dll.gcrace_reset.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint]
+        dll.gcrace_result.argtypes = [ctypes.c_void_p]
+        dll.gcrace_shared.argtypes = [ctypes.c_void_p]
+
+    def __reduce__(self):
+        return Detector, (self.library, "\n".join(self.source_lines), self.addr2line)
+
+    def run(self, name, grid, block, host_args, shared_mem=0) -> "Hazard | None":
+        """Run one launch observed, on copies of the arrays; its first hazard, or None."""
+        from . import build
+
+        params = self.library.kernels[name].params
+        args = [_twin(a) if p.pointer else a for p, a in zip(params, host_args)]
+        # Arrays the kernel only reads cannot race, unless they overlap one it writes.
+        written = [_span(a) for p, a in zip(params, args) if p.pointer and not p.const]
+        spans = _merged(s for p, a in zip(params, args) if p.pointer
+                        for s in [_span(a)]
+                        if not p.const or any(s[0] < hi and lo < s[1] for lo, hi in written))
+        flat = (ctypes.c_uint64 * max(1, 2 * len(spans)))(*[v for s in spans for v in s])
+        result = (ctypes.c_uint64 * _RESULT_WORDS)()
+        shared = (ctypes.c_uint64 * 2)()
+        with build._lock:
+            if self._dll.gcrace_reset(flat, len(spans), int(shared_mem)) != 0:
+                return None  # no memory for the shadow: the thread orders have had their say
+            try:
+                self.library.launch(name, grid, block, args, shared_mem, echo=False)
+            except KernelError:
+                pass  # the plain build ran this launch; only a hazard found before counts
+            finally:
+                self._dll.gcrace_result(result)
+                self._dll.gcrace_shared(shared)
+                self._dll.gcrace_finish()
+        if not result[0]:
+            return None
+        return self._hazard(name, grid, block, params, args, shared_mem, list(result), list(shared))
+
+    # ---- the message
+    def _sites(self, pcs) -> dict[int, tuple[int, str]]:
+        """{pc: (line, code)} of the kernel's own source; line 0 where unknown."""
+        chains = {}
+        if self.addr2line:
+            chains, _ = instrument.call_sites(self.addr2line, self.library.path, set(pcs))
+        own = {self.library.filename, self.library.path.with_suffix(".cpp").name}
+        out = {}
+        for pc in pcs:
+            lines = [f[2] for f in chains.get(pc, []) if f[1] in own and f[2] > 0]
+            line = lines[0] if lines else 0
+            code = (self.source_lines[line - 1].strip()
+                    if 0 < line <= len(self.source_lines) else "")
+            out[pc] = (line, code)
+        return out
+
+    def _hazard(self, name, grid, block, params, args, shared_mem, r, shared) -> "Hazard":
+        addr, space = r[1], r[2]
+        first = dict(zip(("kind", "block", "rank", "pc"), r[3:7]))
+        second = dict(zip(("kind", "block", "rank", "pc"), r[7:11]))
+        sites = self._sites([a["pc"] for a in (first, second) if a["kind"]])
+        filename = self.library.filename
+
+        def who(a):
+            return f"thread {_dims(a['rank'], block)} of block {_dims(a['block'], grid)}"
+
+        def at(a, with_file):
+            line, code = sites[a["pc"]]
+            if not line:
+                return "at a line the debug information does not name"
+            return (f"at {filename + ' ' if with_file else ''}line {line}"
+                    + (f" (`{code}`)" if code else ""))
+
+        verbs = {READ: ("reads", "read"), WRITE: ("writes", "wrote"),
+                 ATOMIC: ("atomically updates", "atomically updated")}
+        if space == DYNAMIC and not first["kind"]:
+            offset = addr - shared[0]
+            return Hazard(f"kernel {name}: {who(second)} {verbs[second['kind']][0]} dynamic "
+                          f"shared memory (extern __shared__) at byte {offset}, past the "
+                          f"{shared_mem} bytes the launch asked for, {at(second, True)}; pass a "
+                          f"shared_mem that covers every element the kernel uses.")
+        if second["kind"] == READ:
+            kind = "read-after-write"
+        elif first["kind"] == READ:
+            kind = "write-after-read"
+        else:
+            kind = "write-after-write"
+        where = "shared memory"
+        if space == GLOBAL:
+            where = "global memory"
+            for p, a in zip(params, args):
+                if p.pointer and a.size:
+                    lo, hi = _span(a)
+                    if lo <= addr < hi:
+                        where += f", `{p.name}[{(addr - a.ctypes.data) // a.itemsize}]`"
+                        break
+        same_line = sites[first["pc"]][0] == sites[second["pc"]][0] != 0
+        atomic = ATOMIC in (first["kind"], second["kind"])
+        if first["block"] != second["block"]:
+            fix = ("threads of different blocks are not ordered within a launch: use an atomic "
+                   "(atomicAdd) where blocks update one value, or let each block write its own "
+                   "elements")
+        elif atomic:
+            fix = ("put a __syncthreads() between the plain access and the atomics, or make "
+                   "every access to it atomic")
+        elif same_line and first["kind"] == WRITE and second["kind"] == READ:
+            fix = ("several threads update one value: use an atomic (atomicAdd) for it")
+        elif first["rank"] // 32 == second["rank"] // 32:
+            fix = ("put a __syncthreads() between the two (a __syncwarp() is enough where only "
+                   "the lanes of one warp share the data: they do not run in lockstep)")
+        else:
+            fix = "put a __syncthreads() between the two"
+        what = f"{kind} hazard in {where}"
+        how = (f"{who(second)} {verbs[second['kind']][0]} it {at(second, True)} after "
+               f"{who(first)} {verbs[first['kind']][1]} it {at(first, False)}, with nothing "
+               f"ordering the two; {fix}")
+        return Hazard(f"kernel {name} has a race ({what}): {how}.", f"it is a {what}: {how}")
+
+
+@dataclass(frozen=True)
+class Hazard:
+    """The first hazard of a launch: ``message``, one sentence; ``detail``, the same without
+    the kernel's name, to follow another description of the race ('' when it is no race)."""
+
+    message: str
+    detail: str = ""

@@ -1,0 +1,240 @@
+"""race_check's hazard detector: lost updates and missing barriers named by line, and no
+false alarms where a barrier, a warp-level sync or an atomic orders the accesses."""
+from __future__ import annotations
+
+import re
+import textwrap
+
+import numpy as np
+import pytest
+
+import gpucourse.emulator as emu
+import gpucourse.kernels as gk
+from gpucourse.emulator import KernelError, racecheck
+
+SOURCE = textwrap.dedent(r"""
+#define NB 16
+#define T 8
+
+extern "C" __global__ void global_sum(const float* x, float* out, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[0] += x[i];  // GLOBAL SUM
+}
+
+extern "C" __global__ void global_sum_atomic(const float* x, float* out, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) atomicAdd(out, x[i]);
+}
+
+extern "C" __global__ void block_totals(const float* x, float* out, int n) {
+  __shared__ float total;
+  if (threadIdx.x == 0) total = 0.0f;
+  __syncthreads();
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) atomicAdd(&total, x[i]);
+  __syncthreads();
+  if (threadIdx.x == 0) out[0] += total;  // BLOCK TOTAL
+}
+
+extern "C" __global__ void shared_hist(const int* d, unsigned* bins, int n) {
+  __shared__ unsigned s_bins[NB];
+  for (int b = threadIdx.x; b < NB; b += blockDim.x) s_bins[b] = 0;
+  __syncthreads();
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    s_bins[d[i]]++;  // SHARED COUNT
+  __syncthreads();
+  for (int b = threadIdx.x; b < NB; b += blockDim.x) atomicAdd(&bins[b], s_bins[b]);
+}
+
+extern "C" __global__ void atomic_hist(const int* d, unsigned* bins, int n, int first_sync) {
+  __shared__ unsigned s_bins[NB];
+  for (int b = threadIdx.x; b < NB; b += blockDim.x) s_bins[b] = 0;  // CLEAR
+  if (first_sync) __syncthreads();
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    atomicAdd(&s_bins[d[i]], 1u);  // ATOMIC COUNT
+  __syncthreads();
+  for (int b = threadIdx.x; b < NB; b += blockDim.x) atomicAdd(&bins[b], s_bins[b]);
+}
+
+extern "C" __global__ void tiled(const float* A, const float* B, float* C, int n, int second_sync) {
+  __shared__ float As[T][T], Bs[T][T];
+  const int row = blockIdx.y * T + threadIdx.y, col = blockIdx.x * T + threadIdx.x;
+  float acc = 0.0f;
+  for (int k0 = 0; k0 < n; k0 += T) {
+    As[threadIdx.y][threadIdx.x] = A[row * n + k0 + threadIdx.x];  // LOAD A
+    Bs[threadIdx.y][threadIdx.x] = B[(k0 + threadIdx.y) * n + col];  // LOAD B
+    __syncthreads();
+    for (int k = 0; k < T; k++) acc += As[threadIdx.y][k] * Bs[k][threadIdx.x];  // USE
+    if (second_sync) __syncthreads();
+  }
+  C[row * n + col] = acc;
+}
+
+extern "C" __global__ void warp_swap(const float* in, float* out, int how) {
+  __shared__ float s[64];
+  const int t = threadIdx.x;
+  s[t] = in[t];  // SWAP WRITE
+  float one = 1.0f;
+  if (how == 1) __syncwarp();
+  if (how == 2) one = __shfl_xor_sync(0xffffffffu, one, 1);  // a shuffle syncs the warp too
+  out[t] = one * s[t ^ 1];  // SWAP READ
+}
+
+extern "C" __global__ void across_warps(const float* in, float* out) {
+  __shared__ float s[64];
+  const int t = threadIdx.x;
+  s[t] = in[t];  // ACROSS WRITE
+  __syncwarp();
+  out[t] = s[(t + 32) % 64];  // ACROSS READ
+}
+
+extern "C" __global__ void bytes(unsigned char* out) {
+  out[threadIdx.x] = (unsigned char)threadIdx.x;  // neighbours share a word, not a byte
+}
+""")
+LINES = {m.group(1): i + 1 for i, text in enumerate(SOURCE.splitlines())
+         for m in [re.search(r"// ([A-Z][A-Z ]+)$", text)] if m}
+
+F32, I32 = np.float32, np.int32
+
+
+@pytest.fixture(scope="module")
+def mod():
+    return gk.from_source(SOURCE, name="races.cu", backend="cpu")
+
+
+def names(message: str, *markers: str) -> None:
+    for marker in markers:
+        assert f"line {LINES[marker]}" in message, (marker, message)
+    assert "races.cu line" in message, message
+
+
+def data(n=1000, seed=0):
+    return np.random.default_rng(seed).integers(0, 16, n).astype(I32)
+
+
+# --------------------------------------------------------------------------- lost updates
+
+def test_a_plain_sum_into_one_global_element_is_a_race(mod):
+    x = np.ones(1000, F32)
+    out = np.zeros(1, F32)
+    mod.global_sum(4, 256, (x, out, I32(1000)))
+    assert out[0] == 1000, "the emulator runs each += whole: no order loses an update"
+    out[0] = 0
+    with pytest.raises(KernelError, match=r"kernel global_sum has a race \(read-after-write hazard "
+                                          r"in global memory, `out\[0\]`\): thread \(1,0,0\) of "
+                                          r"block \(0,0,0\) reads it") as info:
+        mod.global_sum(4, 256, (x, out, I32(1000)), race_check=True)
+    names(str(info.value), "GLOBAL SUM")
+    assert "atomicAdd" in str(info.value)
+
+
+def test_atomics_are_no_race(mod):
+    x = np.ones(1000, F32)
+    out = np.zeros(1, F32)
+    mod.global_sum_atomic(4, 256, (x, out, I32(1000)), race_check=True)
+    assert out[0] == 1000
+
+
+def test_one_plain_add_per_block_races_across_blocks(mod):
+    x = np.ones(1000, F32)
+    out = np.zeros(1, F32)
+    with pytest.raises(KernelError, match=r"thread \(0,0,0\) of block \(1,0,0\) reads it .* after "
+                                          r"thread \(0,0,0\) of block \(0,0,0\) wrote it") as info:
+        mod.block_totals(4, 256, (x, out, I32(1000)), race_check=True)
+    names(str(info.value), "BLOCK TOTAL")
+    assert "threads of different blocks are not ordered" in str(info.value)
+    mod.block_totals(1, 256, (x, out, I32(256)), race_check=True)  # one block: no race
+
+
+def test_a_shared_histogram_with_plus_plus_is_a_race(mod):
+    d = data()
+    bins = np.zeros(16, np.uint32)
+    mod.shared_hist(2, 128, (d, bins, I32(d.size)))
+    np.testing.assert_array_equal(bins, np.bincount(d, minlength=16))  # exact on the emulator
+    bins[:] = 0
+    with pytest.raises(KernelError, match=r"kernel shared_hist has a race \(read-after-write hazard "
+                                          r"in shared memory\)") as info:
+        mod.shared_hist(2, 128, (d, bins, I32(d.size)), race_check=True)
+    names(str(info.value), "SHARED COUNT")
+    assert "use an atomic (atomicAdd)" in str(info.value)
+
+
+# --------------------------------------------------------------------------- missing barriers
+
+def test_clearing_shared_bins_needs_a_barrier_before_the_atomics(mod):
+    d = data(seed=1)
+    bins = np.zeros(16, np.uint32)
+    mod.atomic_hist(2, 128, (d, bins, I32(d.size), I32(1)), race_check=True)
+    np.testing.assert_array_equal(bins, np.bincount(d, minlength=16))
+    bins[:] = 0
+    with pytest.raises(KernelError, match="has a race") as info:
+        mod.atomic_hist(2, 128, (d, bins, I32(d.size), I32(0)), race_check=True)
+    names(str(info.value), "CLEAR", "ATOMIC COUNT")
+    assert "put a __syncthreads() between the plain access and the atomics" in str(info.value)
+
+
+def test_a_tile_overwritten_while_others_still_read_it(mod):
+    n = 16
+    rng = np.random.default_rng(2)
+    A, B = rng.standard_normal((n, n), dtype=F32), rng.standard_normal((n, n), dtype=F32)
+    C = np.full((n, n), np.nan, F32)
+    mod.tiled((2, 2), (8, 8), (A, B, C, I32(n), I32(1)), race_check=True)
+    np.testing.assert_allclose(C, A @ B, rtol=1e-4, atol=1e-4)
+    with pytest.raises(KernelError, match=r"has a race.* hazard in shared memory") as info:
+        mod.tiled((2, 2), (8, 8), (A, B, C, I32(n), I32(0)), race_check=True)
+    names(str(info.value), "USE")
+    assert re.search(rf"line ({LINES['LOAD A']}|{LINES['LOAD B']})", str(info.value))
+
+
+# --------------------------------------------------------------------------- warps
+
+def test_lanes_of_a_warp_exchange_through_shared_memory_after_a_warp_sync(mod):
+    x = np.arange(64, dtype=F32)
+    out = np.zeros(64, F32)
+    for how in (1, 2):  # __syncwarp(), or a shuffle
+        mod.warp_swap(1, 64, (x, out, I32(how)), race_check=True)
+        np.testing.assert_array_equal(out, x.reshape(-1, 2)[:, ::-1].reshape(-1))
+    with pytest.raises(KernelError, match="has a race") as info:
+        mod.warp_swap(1, 64, (x, out, I32(0)), race_check=True)
+    names(str(info.value), "SWAP WRITE", "SWAP READ")
+    assert "__syncwarp()" in str(info.value)
+
+
+def test_a_warp_sync_does_not_order_two_warps(mod):
+    x = np.arange(64, dtype=F32)
+    with pytest.raises(KernelError, match="has a race") as info:
+        mod.across_warps(1, 64, (x, np.zeros(64, F32)), race_check=True)
+    names(str(info.value), "ACROSS WRITE", "ACROSS READ")
+
+
+def test_neighbouring_bytes_are_no_race(mod):
+    out = np.zeros(64, np.uint8)
+    mod.bytes(1, 64, (out,), race_check=True)
+    np.testing.assert_array_equal(out, np.arange(64))
+
+
+# --------------------------------------------------------------------------- where it runs
+
+def test_the_detector_runs_in_the_child_process_of_an_isolated_launch(mod):
+    x = np.ones(300, F32)
+    out = np.zeros(1, F32)
+    with pytest.raises(KernelError, match=r"kernel global_sum has a race") as info:
+        mod.global_sum(2, 256, (x, out, I32(300)), race_check=True, isolate=True, timeout=30)
+    names(str(info.value), "GLOBAL SUM")
+    mod.global_sum_atomic(2, 256, (x, out, I32(300)), race_check=True, isolate=True, timeout=30)
+    assert out[0] == 300
+
+
+def test_without_its_toolchain_race_check_warns_once_and_compares_orders(mod, monkeypatch):
+    monkeypatch.setattr(racecheck, "_toolchain_problem", lambda: "it needs Linux")
+    monkeypatch.setattr(racecheck, "_detectors", {})
+    monkeypatch.setattr(racecheck, "_warned", False)
+    x = np.ones(1000, F32)
+    with pytest.warns(RuntimeWarning, match=r"race_check runs without its hazard detector \(it "
+                                            r"needs Linux\), so only thread orders are compared"):
+        mod.global_sum(4, 256, (x, np.zeros(1, F32), I32(1000)), race_check=True)
+    with pytest.raises(KernelError, match="comes out different"):  # the orders still work
+        mod.warp_swap(1, 64, (np.arange(64, dtype=F32), np.zeros(64, F32), I32(0)),
+                      race_check=True)
+    emu.race_check(mod.global_sum, 4, 256, (x, np.zeros(1, F32), I32(1000)))  # no second warning
