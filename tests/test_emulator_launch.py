@@ -61,6 +61,43 @@ def test_dynamic_shared_memory_over_the_limit(transpose):
     transpose(1, 32, args_for(), shared_mem=48 * 1024)  # exactly the limit is fine
 
 
+def test_static_shared_memory_is_limited_to_48_kb_as_cuda_limits_it():
+    with pytest.raises(CompileError, match=r"^big\.cu: kernel big has 131072 bytes of static "
+                                           r"__shared__ memory, over the 49152 bytes \(48 KB\) a "
+                                           r"block may declare; CUDA refuses to compile that"):
+        gk.from_source(r"""
+        extern "C" __global__ void small(float* out) { out[0] = 1.0f; }
+        extern "C" __global__ void big(float* out) {
+          __shared__ float s[32 * 1024];
+          s[threadIdx.x] = 1.0f;
+          __syncthreads();
+          out[threadIdx.x] = s[threadIdx.x ^ 1];
+        }""", name="big.cu", backend="cpu")
+
+
+def test_static_and_dynamic_shared_memory_share_the_48_kb():
+    mod = gk.from_source(r"""
+    extern "C" __global__ void mixed(float* out) {
+      __shared__ float fixed[8192];  // 32 KB
+      extern __shared__ float dynamic[];
+      fixed[threadIdx.x] = 1.0f;
+      dynamic[threadIdx.x] = 2.0f;
+      __syncthreads();
+      out[threadIdx.x] = fixed[threadIdx.x ^ 1] + dynamic[threadIdx.x ^ 1];
+    }
+    extern "C" __global__ void plain(float* out) { out[threadIdx.x] = 3.0f; }
+    """, name="mixed.cu", backend="cpu")
+    out = np.zeros(32, F32)
+    mod.mixed(1, 32, (out,), shared_mem=16 * 1024)
+    assert (out == 3).all()
+    with pytest.raises(LaunchError, match=r"^mixed: shared_mem=16388 bytes of dynamic shared memory "
+                                          r"is over the 16384 bytes \(16 KB\) a block may use on the "
+                                          r"emulator beside its 32768 bytes of static __shared__ "
+                                          r"memory;"):
+        mod.mixed(1, 32, (out,), shared_mem=16 * 1024 + 4)
+    mod.plain(1, 32, (out,), shared_mem=48 * 1024)  # the other kernel's arrays are not its own
+
+
 def test_a_python_int_for_an_int_parameter(transpose):
     x, out, rows, cols = args_for()
     with pytest.raises(LaunchError, match=r"^argument 3 `rows` of transpose_v1_naive is `int`: pass "

@@ -88,6 +88,13 @@ extern "C" __global__ void across_warps(const float* in, float* out) {
   out[t] = s[(t + 32) % 64];  // ACROSS READ
 }
 
+extern "C" __global__ void reverse(const float* in, float* out) {
+  extern __shared__ float buf[];
+  buf[threadIdx.x] = in[threadIdx.x];  // DYNAMIC WRITE
+  __syncthreads();
+  out[threadIdx.x] = buf[blockDim.x - 1 - threadIdx.x];
+}
+
 extern "C" __global__ void bytes(unsigned char* out) {
   out[threadIdx.x] = (unsigned char)threadIdx.x;  // neighbours share a word, not a byte
 }
@@ -212,6 +219,19 @@ def test_neighbouring_bytes_are_no_race(mod):
     out = np.zeros(64, np.uint8)
     mod.bytes(1, 64, (out,), race_check=True)
     np.testing.assert_array_equal(out, np.arange(64))
+
+
+def test_dynamic_shared_memory_past_the_launch_request_is_reported(mod):
+    x = np.arange(64, dtype=F32)
+    out = np.zeros(64, F32)
+    mod.reverse(1, 64, (x, out), shared_mem=64 * 4, race_check=True)
+    np.testing.assert_array_equal(out, x[::-1])
+    mod.reverse(1, 64, (x, out), shared_mem=32 * 4)  # unchecked, it runs (the buffer is 48 KB)
+    with pytest.raises(KernelError, match=r"kernel reverse: thread \(32,0,0\) of block \(0,0,0\) "
+                                          r"writes dynamic shared memory \(extern __shared__\) at "
+                                          r"byte 128, past the 128 bytes the launch asked for") as info:
+        mod.reverse(1, 64, (x, out), shared_mem=32 * 4, race_check=True)
+    names(str(info.value), "DYNAMIC WRITE")
 
 
 # --------------------------------------------------------------------------- where it runs

@@ -231,6 +231,40 @@ def build_library(source: str, *, filename: str = "kernel.cu", defines: dict | N
         return _loaded.setdefault(key, lib)
 
 
+@functools.lru_cache(maxsize=64)
+def _shared_symbols(path: Path) -> dict[str, int] | None:
+    """{symbol: bytes} of the variables in the "gcshared" section of a 64-bit little-endian
+    ELF library (every static ``__shared__`` variable), or None for another format."""
+    import struct
+
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        return None
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    entsize, count, names_index = struct.unpack_from("<HHH", data, 0x3A)
+    # (name, type, flags, addr, offset, size, link, info, addralign, entsize) of each section
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * entsize) for i in range(count)]
+
+    def text(table: int, at: int) -> str:
+        start = sections[table][4] + at
+        return data[start:data.index(b"\0", start)].decode(errors="replace")
+
+    shared = [i for i, s in enumerate(sections) if text(names_index, s[0]) == "gcshared"]
+    symtab = [s for s in sections if s[1] == 2]  # SHT_SYMTAB
+    if not shared or not symtab:
+        return {} if symtab else None  # no shared memory at all, or a stripped library
+    _, _, _, _, offset, size, link, _, _, sym_size = symtab[0]
+    out = {}
+    for at in range(offset, offset + size, sym_size):
+        name, _, _, index, _, nbytes = struct.unpack_from("<IBBHQQ", data, at)
+        if index == shared[0] and nbytes:
+            out[text(link, name)] = nbytes
+    return out
+
+
 def _reopen(path, filename, kernels, switch):
     return Library(path, filename, kernels, switch)
 
@@ -272,6 +306,22 @@ class Library:
     def static_shared_bytes(self) -> int:
         """Bytes of all static ``__shared__`` variables of the file together."""
         return int(self._dll.gcemu_static_shared_bytes())
+
+    def kernel_static_shared(self, name: str) -> int:
+        """Bytes of static ``__shared__`` memory a block of kernel ``name`` may use: its own
+        arrays, and those of the file's ``__device__`` functions and file scope (which kernel
+        calls which is not known here, so every kernel is charged with them)."""
+        sizes = _shared_symbols(self.path)
+        if sizes is None:  # not ELF: the whole file's
+            return self.static_shared_bytes
+        total = 0
+        for symbol, size in sizes.items():
+            # A function's static local is named _ZZ<length><function>..., e.g. _ZZ5tiledE2As.
+            m = re.match(r"_ZZ(\d+)", symbol)
+            owner = symbol[m.end():m.end() + int(m.group(1))] if m else ""
+            if owner == name or owner not in self.kernels:
+                total += size
+        return total
 
     def _take_output(self) -> str:
         n = self._dll.gcemu_output(None, 0)

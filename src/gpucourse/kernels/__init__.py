@@ -216,9 +216,22 @@ class _Emulated:
 
         self.library = build_library(module.source, filename=module.filename,
                                      defines=module.defines)
+        self.static_shared = {s.name: self.library.kernel_static_shared(s.name)
+                              for s in module.signatures}
+        for name, size in self.static_shared.items():
+            if size > SHARED_MEM_LIMIT:  # as nvcc and NVRTC refuse it (ptxas: too much shared data)
+                raise CompileError(
+                    f"{module.filename}: kernel {name} has {size} bytes of static __shared__ "
+                    f"memory, over the {SHARED_MEM_LIMIT} bytes (48 KB) a block may declare; "
+                    f"CUDA refuses to compile that, so use smaller arrays (a smaller tile).")
 
     def limits(self, name: str) -> Limits:
-        return EMULATOR_LIMITS
+        static = self.static_shared[name]
+        if not static:
+            return EMULATOR_LIMITS
+        # Static shared memory comes off the dynamic allowance, as on a GPU.
+        return Limits(max_dynamic_shared=SHARED_MEM_LIMIT - static,
+                      where=f"on the emulator beside its {static} bytes of static __shared__ memory")
 
     def launch(self, name, grid, block, args, shared_mem, stream=None) -> None:
         self.library.launch(name, grid, block, args, shared_mem)
