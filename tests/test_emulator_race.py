@@ -258,3 +258,12 @@ def test_without_its_toolchain_race_check_warns_once_and_compares_orders(mod, mo
         mod.warp_swap(1, 64, (np.arange(64, dtype=F32), np.zeros(64, F32), I32(0)),
                       race_check=True)
     emu.race_check(mod.global_sum, 4, 256, (x, np.zeros(1, F32), I32(1000)))  # no second warning
+
+
+def test_a_launch_too_large_for_the_shadow_memory_keeps_the_orders(mod, monkeypatch):
+    monkeypatch.setattr(racecheck, "MAX_SHADOW_BYTES", 1000)
+    monkeypatch.setattr(racecheck, "_warned", False)
+    x = np.ones(1000, F32)
+    with pytest.warns(RuntimeWarning, match="without its hazard detector for launches with arrays "
+                                            "that large"):
+        mod.global_sum(4, 256, (x, np.zeros(1000, F32), I32(1000)), race_check=True)

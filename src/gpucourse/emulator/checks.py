@@ -62,6 +62,8 @@ def run_launch(lib, name, grid, block, host_args, shared_mem=0, *, race_check=Fa
     # The detector runs from the same inputs; where the orders disagree too, it says why.
     hazard = None if detector is None else detector.run(
         name, grid, block, [before.get(i, a) for i, a in enumerate(host_args)], shared_mem)
+    if hazard and not hazard.detail:  # memory the launch does not have: that comes first
+        raise KernelError(hazard.message)
     for order in ("reverse", "shuffle"):
         for i in arrays:
             diff = _difference(results["forward"][i], results[order][i], rtol)

@@ -53,6 +53,7 @@ struct Access {         // one thread's access to one word; block 0: none
   uint8_t bytes;        // the bytes of the word it touched, as bits
 };
 struct Cell { Access write, atomic[2], read[2]; };
+static_assert(sizeof(Cell) == 100, "racecheck.py's CELL_BYTES is sizeof(Cell)");
 struct Range { uintptr_t lo, hi; Cell* cells; size_t ncells; uint8_t space; };
 
 static Range g_range[MAX_RANGES];

@@ -34,6 +34,9 @@ HOOKS = instrument.HERE / "racecheck.cpp"
 READ, WRITE, ATOMIC = 1, 2, 3
 GLOBAL, SHARED, DYNAMIC = 0, 1, 2
 _RESULT_WORDS = 11
+CELL_BYTES = 100      # sizeof(Cell) in racecheck.cpp: the shadow of each 4-byte word
+#: Most shadow memory one launch may take (lazily committed; 25x the arrays it watches).
+MAX_SHADOW_BYTES = 2 << 30
 
 _lock = threading.Lock()
 _detectors: dict = {}
@@ -73,13 +76,13 @@ def _toolchain_problem() -> str:
     return ""
 
 
-def _warn_once(problem: str) -> None:
+def _warn_once(problem: str, when: str = "") -> None:
     global _warned
     if not _warned:
         _warned = True
-        warnings.warn(f"race_check runs without its hazard detector ({problem}), so only thread "
-                      f"orders are compared and lost updates go unnoticed.", RuntimeWarning,
-                      stacklevel=4)
+        warnings.warn(f"race_check runs without its hazard detector{' ' + when if when else ''} "
+                      f"({problem}), so only thread orders are compared and lost updates go "
+                      f"unnoticed.", RuntimeWarning, stacklevel=4)
 
 
 def _flags() -> tuple[str, ...]:
@@ -97,7 +100,8 @@ def _twin(a: np.ndarray) -> np.ndarray:
     root = a
     while isinstance(root.base, np.ndarray):
         root = root.base
-    if root.base is not None or not (root.flags.c_contiguous or root.flags.f_contiguous):
+    if (root.base is not None or not (root.flags.c_contiguous or root.flags.f_contiguous)
+            or root.nbytes > max(2 * a.nbytes, 1 << 26)):  # a small view of a big buffer
         return a.copy()
     raw = np.empty(root.nbytes + 64, np.uint8)
     shift = (root.ctypes.data - raw.ctypes.data) % 64  # keep the alignment of the original
@@ -156,6 +160,10 @@ class Detector:
         spans = _merged(s for p, a in zip(params, args) if p.pointer
                         for s in [_span(a)]
                         if not p.const or any(s[0] < hi and lo < s[1] for lo, hi in written))
+        if sum(hi - lo for lo, hi in spans) // 4 * CELL_BYTES > MAX_SHADOW_BYTES:
+            _warn_once("the launch's arrays are too large for its shadow memory",
+                       "for launches with arrays that large")
+            return None
         flat = (ctypes.c_uint64 * max(1, 2 * len(spans)))(*[v for s in spans for v in s])
         result = (ctypes.c_uint64 * _RESULT_WORDS)()
         shared = (ctypes.c_uint64 * 2)()
