@@ -124,6 +124,8 @@ def test_warp_reduce_accepts_the_solution(capsys):
                          "warp_totals[lane]"), "n="),                        # reads unset totals
     (WARP_REDUCE.replace("if (lane == 0) atomicAdd(out, v);",
                          "if (lane == 0 && blockIdx.x == 0) atomicAdd(out, v);"), "n="),
+    (WARP_REDUCE.replace("if (lane == 0) atomicAdd(out, v);",
+                         "if (lane == 0) *out += v;"), "hazard in global memory"),  # blocks race
     (r"""
 extern "C" __global__ void warp_reduce(const float* x, float* out, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -195,6 +197,14 @@ def test_private_histogram_names_a_lost_update_by_line():
     message = str(info.value)
     assert "has a race (read-after-write hazard in shared memory)" in message, message
     assert f"histogram_private.cu line {line} (`local[data[i]]++;`)" in message, message
+
+
+def test_private_histogram_accepts_atomics_inside_a_helper_function(capsys):
+    helper = ("__device__ void count(unsigned int* where, unsigned int v) { atomicAdd(where, v); }\n"
+              + PRIVATE.replace("atomicAdd(&local[data[i]], 1u);", "count(&local[data[i]], 1u);")
+                       .replace("atomicAdd(&bins[b], local[b]);", "count(&bins[b], local[b]);"))
+    c4.check_private_histogram(helper)
+    assert "Exercise 4.4 passed" in capsys.readouterr().out
 
 
 def test_private_histogram_without_the_race_detector_falls_back_to_a_rule(monkeypatch):
