@@ -84,6 +84,9 @@ TILED_WRONG = [
                    "if (row < M) C[row * N + col] = acc;"), "not yet right"),
     (TILED.replace("if (row < M && col < N) C[row * N + col] = acc;",
                    "if (row < M - 1 && col < N) C[row * N + col] = acc;"), "never written"),
+    # right values (the stray reads only feed outputs never stored), but reads past A and B
+    (TILED.replace("(row < M && k0 + tx < K)", "(k0 + tx < K)")
+     .replace("(k0 + ty < K && col < N)", "(k0 + ty < K)"), "out of bounds"),
 ]
 
 
@@ -91,7 +94,7 @@ TILED_WRONG = [
                          ids=["no barrier after use", "no barrier after load", "no load bounds",
                               "half the load bounds", "A indexed as column-major",
                               "last partial k-tile skipped", "store not guarded by col",
-                              "last row not stored"])
+                              "last row not stored", "row and col not guarded on load"])
 def test_tiled_matmul_wrong_answers_fail(source, match):
     with expect_failure(match):
         c5.check_tiled_matmul(source)

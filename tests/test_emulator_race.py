@@ -95,6 +95,16 @@ extern "C" __global__ void reverse(const float* in, float* out) {
   out[threadIdx.x] = buf[blockDim.x - 1 - threadIdx.x];
 }
 
+extern "C" __global__ void shifted(const float* in, float* out, int n, int by) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = in[i + by];  // SHIFTED READ
+}
+
+extern "C" __global__ void spill(const float* in, float* out, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i <= n) out[i] = in[i < n ? i : 0];  // SPILL WRITE
+}
+
 extern "C" __global__ void bytes(unsigned char* out) {
   out[threadIdx.x] = (unsigned char)threadIdx.x;  // neighbours share a word, not a byte
 }
@@ -232,6 +242,27 @@ def test_dynamic_shared_memory_past_the_launch_request_is_reported(mod):
                                           r"byte 128, past the 128 bytes the launch asked for") as info:
         mod.reverse(1, 64, (x, out), shared_mem=32 * 4, race_check=True)
     names(str(info.value), "DYNAMIC WRITE")
+
+
+@pytest.mark.parametrize("by, element, side", [(1, 100, "past its end"), (-1, -1, "before its start")])
+def test_a_read_out_of_bounds_names_the_array_and_element(mod, by, element, side):
+    x = np.random.default_rng(1).standard_normal(100).astype(F32)
+    out = np.zeros(100, F32)
+    with pytest.raises(KernelError, match=rf"kernel shifted: thread \(\d+,0,0\) of block \(\d,0,0\) "
+                                          rf"reads `in` out of bounds .*element {element} of 100 "
+                                          rf"\({side}\)") as info:
+        mod.shifted(4, 32, (x, out, I32(100), I32(by)), race_check=True)
+    names(str(info.value), "SHIFTED READ")
+    mod.shifted(4, 32, (x, out, I32(100), I32(0)), race_check=True)  # in bounds: no complaint
+    np.testing.assert_array_equal(out, x)
+
+
+def test_a_write_one_past_the_end_is_out_of_bounds(mod):
+    x = np.random.default_rng(2).standard_normal(64).astype(F32)
+    buf = np.zeros(65, F32)  # the checker owns the element after out
+    with pytest.raises(KernelError, match=r"writes `out` out of bounds .*element 64 of 64") as info:
+        mod.spill(1, 96, (x, buf[:64], I32(64)), race_check=True)
+    names(str(info.value), "SPILL WRITE")
 
 
 # --------------------------------------------------------------------------- where it runs

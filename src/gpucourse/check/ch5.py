@@ -118,10 +118,13 @@ def check_tiled_matmul(source: str, tile: int = 16, number: str = "5.1",
                     assert_close(C, ref, rtol=rtol, atol=atol, name=f"C at {what}")
                 except AssertionError as exc:
                     raise AssertionError(f"{exc}\n{hint}".rstrip()) from None
-            # Right in one thread order; the same in reversed and shuffled orders?
+            # Right in one thread order; the same in reversed and shuffled orders, with no
+            # hazard and no index out of bounds (a stray read that feeds only outputs never
+            # stored leaves C right, so only the detector sees it)?
             run_learner_kernel(kern, grid, block, args, what, race_check=True)
             # Once more in this process, with A, B and C at the start of longer buffers: NaN
-            # after A and B poisons any read past their ends, C's tail must stay untouched.
+            # after A and B poisons a read past their ends that reaches C (the check where the
+            # detector cannot be built), C's tail must stay untouched.
             buf, C2 = _padded((M, N), pad)
             run_learner_kernel(kern, grid, block, (A, B, C2, np.int32(M), np.int32(N), np.int32(K)),
                                what, isolate=False)

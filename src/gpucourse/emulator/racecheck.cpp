@@ -19,7 +19,9 @@
 // A plain write conflicts with every unordered access of another thread to the same bytes,
 // a plain read with unordered writes and atomics, an atomic with unordered plain accesses;
 // two atomics never conflict. The first conflict is kept for Python to report; an access to
-// dynamic shared memory beyond the launch's shared_mem is reported the same way.
+// dynamic shared memory beyond the launch's shared_mem is reported the same way, and so is
+// an access outside every array argument but inside the allocation around one (Python
+// places each array with room before and after it): an index out of bounds.
 #include "cuda_emu.h"
 #undef printf
 #undef assert
@@ -32,10 +34,10 @@
 #define GCRACE_API extern "C" __attribute__((visibility("default")))
 #define GCRACE_HOOK extern "C" __attribute__((visibility("hidden")))
 
-enum { MAX_THREADS = 1024, DYN_SHARED_BYTES = 48 * 1024, MAX_RANGES = 66 };
+enum { MAX_THREADS = 1024, DYN_SHARED_BYTES = 48 * 1024, MAX_RANGES = 66, MAX_BOUNDS = 64 };
 // Kinds of access, and of range: keep in step with emulator/racecheck.py.
 enum Kind : uint8_t { K_READ = 1, K_WRITE = 2, K_ATOMIC = 3 };
-enum Space : uint8_t { GLOBAL = 0, SHARED = 1, DYNAMIC = 2 };
+enum Space : uint8_t { GLOBAL = 0, SHARED = 1, DYNAMIC = 2, OUTSIDE = 3 };
 
 extern "C" {
 extern char __gcemu_dynamic_shared_buf[] __attribute__((visibility("hidden")));
@@ -58,6 +60,10 @@ struct Range { uintptr_t lo, hi; Cell* cells; size_t ncells; uint8_t space; };
 
 static Range g_range[MAX_RANGES];
 static int g_nranges, g_last;
+// Each array argument [lo, hi) and the allocation around it [zlo, zhi).
+struct Bound { uintptr_t lo, hi, zlo, zhi; };
+static Bound g_bound[MAX_BOUNDS];
+static int g_nbounds;
 static int g_active;
 static uintptr_t g_base;
 static uintptr_t g_dyn_end;  // end of the dynamic shared memory the launch asked for
@@ -170,11 +176,28 @@ static inline Range* range_of(uintptr_t a) {
   return NULL;
 }
 
+// Whether addr lies outside every array argument but in the allocation around one.
+static inline int outside_arrays(uintptr_t addr) {
+  int near = 0;
+  for (int b = 0; b < g_nbounds; b++) {
+    const Bound& B = g_bound[b];
+    if (addr - B.lo < B.hi - B.lo) return 0;
+    near |= addr - B.zlo < B.zhi - B.zlo;
+  }
+  return near;
+}
+
 __attribute__((noinline)) static void access(uintptr_t pc, uintptr_t addr, uint32_t size, uint8_t kind) {
   Range* R = range_of(addr);
-  if (!R) return;  // a thread's own stack, a built-in variable, the launch's arguments
   const uint32_t r = __gcemu_thread_rank();
   Access c = {g_block, (uint32_t)(pc - g_base), g_epoch, g_vc[r][r & 31], (uint16_t)r, kind, 0};
+  if (!R) {  // a read-only array, a thread's own stack, a built-in variable ... or no array
+    if (GCRACE_UNLIKELY(outside_arrays(addr))) {
+      c.bytes = 0xF;
+      found(addr, OUTSIDE, Access{}, c);
+    }
+    return;
+  }
   if (GCRACE_UNLIKELY(R->space == DYNAMIC && addr + size > g_dyn_end)) {
     c.bytes = 0xF;
     found(addr, DYNAMIC, Access{}, c);  // beyond the shared_mem of the launch
@@ -276,6 +299,7 @@ static void release(void) {
     if (g_range[r].cells) munmap(g_range[r].cells, sizeof(Cell) * g_range[r].ncells);
   g_nranges = 0;
   g_last = 0;
+  g_nbounds = 0;
   g_active = 0;
 }
 
@@ -315,6 +339,14 @@ GCRACE_API int gcrace_reset(const uint64_t* ranges, int nranges, unsigned dyn_sh
   __gcemu_sync_hook = on_sync;
   g_active = 1;
   return 0;
+}
+
+// Bounds of the array arguments, after gcrace_reset: (lo, hi, zlo, zhi) of each, where
+// [zlo, zhi) is the allocation around [lo, hi) whose other bytes no argument may touch.
+GCRACE_API void gcrace_bounds(const uint64_t* bounds, int n) {
+  g_nbounds = 0;
+  for (int b = 0; b < n && b < MAX_BOUNDS; b++, g_nbounds++)
+    g_bound[b] = Bound{bounds[4 * b], bounds[4 * b + 1], bounds[4 * b + 2], bounds[4 * b + 3]};
 }
 
 // Stops observing and frees the shadow memory; call after the launch.

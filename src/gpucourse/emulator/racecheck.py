@@ -32,11 +32,14 @@ from .build import KernelError, Library, build_library
 HOOKS = instrument.HERE / "racecheck.cpp"
 # Kinds of access and spaces of memory, as racecheck.cpp numbers them.
 READ, WRITE, ATOMIC = 1, 2, 3
-GLOBAL, SHARED, DYNAMIC = 0, 1, 2
+GLOBAL, SHARED, DYNAMIC, OUTSIDE = 0, 1, 2, 3
 _RESULT_WORDS = 11
 CELL_BYTES = 100      # sizeof(Cell) in racecheck.cpp: the shadow of each 4-byte word
 #: Most shadow memory one launch may take (lazily committed; 25x the arrays it watches).
 MAX_SHADOW_BYTES = 2 << 30
+#: Zeroed bytes before and after each array in the detector's copy, where an access is out
+#: of bounds: the array's own size, within these limits (a row or a tile too far is caught).
+OUT_OF_BOUNDS_ROOM, MAX_ROOM = 4096, 16 << 20
 
 _lock = threading.Lock()
 _detectors: dict = {}
@@ -94,20 +97,25 @@ def _flags() -> tuple[str, ...]:
             f"-DGCRACE_VERSION={version}", *instrument.link_flags())
 
 
-def _twin(a: np.ndarray) -> np.ndarray:
-    """A copy of ``a`` placed as ``a`` is in its allocation, so that reads past its end
-    find the same neighbours (checkers put arrays at the start of longer buffers)."""
+def _twin(a: np.ndarray) -> tuple[np.ndarray, tuple[int, int]]:
+    """A copy of ``a`` placed as ``a`` is in its allocation, so that reads past its end find
+    the same neighbours (checkers put arrays at the start of longer buffers), with zeroed
+    room before and after; and the (start, end) address of that whole allocation, where an
+    access outside ``a`` is out of bounds."""
     root = a
     while isinstance(root.base, np.ndarray):
         root = root.base
     if (root.base is not None or not (root.flags.c_contiguous or root.flags.f_contiguous)
             or root.nbytes > max(2 * a.nbytes, 1 << 26)):  # a small view of a big buffer
-        return a.copy()
-    raw = np.empty(root.nbytes + 64, np.uint8)
-    shift = (root.ctypes.data - raw.ctypes.data) % 64  # keep the alignment of the original
+        root = a = a.copy()
+    room = min(max(root.nbytes, OUT_OF_BOUNDS_ROOM), MAX_ROOM)
+    raw = np.zeros(room + root.nbytes + 64 + room, np.uint8)
+    # Keep the original's alignment (64 covers a float4 load and a cache line).
+    shift = room + (root.ctypes.data - raw.ctypes.data - room) % 64
     ctypes.memmove(raw.ctypes.data + shift, root.ctypes.data, root.nbytes)
     offset = a.ctypes.data - root.ctypes.data
-    return np.ndarray(a.shape, a.dtype, buffer=raw, offset=shift + offset, strides=a.strides)
+    twin = np.ndarray(a.shape, a.dtype, buffer=raw, offset=shift + offset, strides=a.strides)
+    return twin, (raw.ctypes.data, raw.ctypes.data + raw.nbytes)
 
 
 def _span(a: np.ndarray) -> tuple[int, int]:
@@ -145,6 +153,7 @@ class Detector:
         dll.gcrace_reset.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint]
         dll.gcrace_result.argtypes = [ctypes.c_void_p]
         dll.gcrace_shared.argtypes = [ctypes.c_void_p]
+        dll.gcrace_bounds.argtypes = [ctypes.c_void_p, ctypes.c_int]
 
     def __reduce__(self):
         return Detector, (self.library, "\n".join(self.source_lines), self.addr2line)
@@ -154,7 +163,9 @@ class Detector:
         from . import build
 
         params = self.library.kernels[name].params
-        args = [_twin(a) if p.pointer else a for p, a in zip(params, host_args)]
+        twins = {i: _twin(a) for i, (p, a) in enumerate(zip(params, host_args)) if p.pointer}
+        args = [twins[i][0] if i in twins else a for i, a in enumerate(host_args)]
+        bounds = [v for t, zone in twins.values() for v in (*_span(t), *zone)]
         # Arrays the kernel only reads cannot race, unless they overlap one it writes.
         written = [_span(a) for p, a in zip(params, args) if p.pointer and not p.const]
         spans = _merged(s for p, a in zip(params, args) if p.pointer
@@ -170,6 +181,8 @@ class Detector:
         with build._lock:
             if self._dll.gcrace_reset(flat, len(spans), int(shared_mem)) != 0:
                 return None  # no memory for the shadow: the thread orders have had their say
+            self._dll.gcrace_bounds((ctypes.c_uint64 * max(1, len(bounds)))(*bounds),
+                                    len(bounds) // 4)
             try:
                 self.library.launch(name, grid, block, args, shared_mem, echo=False)
             except KernelError:
@@ -223,6 +236,9 @@ class Detector:
                           f"shared memory (extern __shared__) at byte {offset}, past the "
                           f"{shared_mem} bytes the launch asked for, {at(second, True)}; pass a "
                           f"shared_mem that covers every element the kernel uses.")
+        if space == OUTSIDE:
+            return Hazard(self._out_of_bounds(name, params, args, addr, who(second),
+                                              verbs[second["kind"]][0], at(second, True)))
         if second["kind"] == READ:
             kind = "read-after-write"
         elif first["kind"] == READ:
@@ -259,6 +275,26 @@ class Detector:
                f"{who(first)} {verbs[first['kind']][1]} it {at(first, False)}, with nothing "
                f"ordering the two; {fix}")
         return Hazard(f"kernel {name} has a race ({what}): {how}.", f"it is a {what}: {how}")
+
+    @staticmethod
+    def _out_of_bounds(name, params, args, addr, thread, verb, where) -> str:
+        array, index, size = _nearest_array(params, args, addr)
+        side = "before its start" if index < 0 else "past its end"
+        return (f"kernel {name}: {thread} {verb} `{array}` out of bounds {where}, element "
+                f"{index} of {size} ({side}); on a GPU that touches another allocation or "
+                "faults: guard the access so that its index stays inside the array.")
+
+
+def _nearest_array(params, args, addr):
+    """(name, element index, size) of the array argument whose room holds ``addr``."""
+    best = None
+    for p, a in zip(params, args):
+        if p.pointer and isinstance(a, np.ndarray):
+            lo, hi = _span(a)
+            gap = lo - addr if addr < lo else addr - hi + 1
+            if best is None or gap < best[0]:
+                best = (gap, p.name, (addr - a.ctypes.data) // a.itemsize, a.size)
+    return best[1:]
 
 
 @dataclass(frozen=True)
