@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import gpucourse as gc
 import gpucourse.kernels as gk
 from gpucourse.errors import CompileError, CourseError, LaunchError
 
@@ -96,6 +97,11 @@ def test_static_and_dynamic_shared_memory_share_the_48_kb():
                                           r"memory;"):
         mod.mixed(1, 32, (out,), shared_mem=16 * 1024 + 4)
     mod.plain(1, 32, (out,), shared_mem=48 * 1024)  # the other kernel's arrays are not its own
+    # The race check and the profiler hold a launch to the same limit.
+    for run in (lambda: mod.mixed(1, 32, (out,), shared_mem=16 * 1024 + 4, race_check=True),
+                lambda: gc.profile(mod.mixed, 1, 32, (out,), shared_mem=16 * 1024 + 4)):
+        with pytest.raises(LaunchError, match=r"over the 16384 bytes \(16 KB\) a block may use"):
+            run()
 
 
 def test_a_python_int_for_an_int_parameter(transpose):

@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 
 from ..errors import CompileError, CourseError, DeviceError, LaunchError
-from .build import SHARED_MEM_LIMIT, KernelError
+from .build import KernelError
 
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_RTOL = 1e-4
@@ -80,11 +80,12 @@ def run_launch(lib, name, grid, block, host_args, shared_mem=0, *, race_check=Fa
 
 
 def _validate(kernel, grid, block, args, shared_mem):
-    grid3, block3, shared = kernel._validate(grid, block, args, shared_mem)
-    if shared > SHARED_MEM_LIMIT:  # a GPU allows more than the emulator
-        raise LaunchError(f"{kernel.name}: shared_mem={shared} bytes of dynamic shared memory is over "
-                          f"the {SHARED_MEM_LIMIT} bytes the emulator allows a block.")
-    return grid3, block3, shared
+    from ..kernels import check_launch
+
+    kernel._validate(grid, block, args, shared_mem)  # the kernel's own backend's limits first
+    # A GPU allows more shared memory than the emulator's 48 KB (static and dynamic together).
+    return check_launch(kernel.name, grid, block, shared_mem,
+                        kernel.module._emulator_limits(kernel.name))
 
 
 def _host_args(kernel, args) -> list:

@@ -388,6 +388,11 @@ class KernelModule:
             self._emulated = _Emulated(self)
         return self._emulated.library
 
+    def _emulator_limits(self, name: str) -> Limits:
+        """The emulator's launch limits of kernel ``name`` (its static shared memory counted)."""
+        self._emulator_library()
+        return self._emulated.limits(name)
+
     def __getattr__(self, name: str) -> Kernel:
         kernels = self.__dict__.get("_kernels", {})
         if name in kernels:

@@ -586,12 +586,13 @@ def profile(kernel, grid, block, args, shared_mem=0) -> Profile:
     """
     from ..emulator import DEFAULT_STACK_KB
     from ..emulator.source import defines_key
-    from ..kernels import EMULATOR_LIMITS, check_args, check_launch
+    from ..kernels import check_args, check_launch
 
     module, signature = _kernel_parts(kernel)
     name = signature.name
-    # check_launch holds the emulator to its 48 KB of dynamic shared memory, too.
-    grid3, block3, shared = check_launch(name, grid, block, shared_mem, EMULATOR_LIMITS)
+    # check_launch holds the emulator to its 48 KB of shared memory, static and dynamic.
+    grid3, block3, shared = check_launch(name, grid, block, shared_mem,
+                                         module._emulator_limits(name))
     host, copies = _host(args, signature.params)
     check_args(name, signature.params, host, "cpu")
     tool = _toolchain_check()
