@@ -105,6 +105,26 @@ extern "C" __global__ void spill(const float* in, float* out, int n) {
   if (i <= n) out[i] = in[i < n ? i : 0];  // SPILL WRITE
 }
 
+extern "C" __global__ void cas_max(const float* x, float* out, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  int* a = (int*)out;
+  int old = *a, assumed;  // CAS FIRST READ
+  do {
+    assumed = old;
+    old = atomicCAS(a, assumed, __float_as_int(fmaxf(x[i], __int_as_float(assumed))));
+  } while (assumed != old);
+}
+
+extern "C" __global__ void read_while_counting(const int* d, unsigned* bins, int n) {
+  __shared__ unsigned s_bins[NB];
+  for (int b = threadIdx.x; b < NB; b += blockDim.x) s_bins[b] = 0;
+  __syncthreads();
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    atomicAdd(&s_bins[d[i]], 1u);  // COUNTED
+  for (int b = threadIdx.x; b < NB; b += blockDim.x) bins[blockIdx.x * NB + b] = s_bins[b];  // NO BARRIER
+}
+
 extern "C" __global__ void bytes(unsigned char* out) {
   out[threadIdx.x] = (unsigned char)threadIdx.x;  // neighbours share a word, not a byte
 }
@@ -263,6 +283,22 @@ def test_a_write_one_past_the_end_is_out_of_bounds(mod):
     with pytest.raises(KernelError, match=r"writes `out` out of bounds .*element 64 of 64") as info:
         mod.spill(1, 96, (x, buf[:64], I32(64)), race_check=True)
     names(str(info.value), "SPILL WRITE")
+
+
+def test_a_compare_and_swap_loop_is_no_race(mod):
+    """The Programming Guide's pattern: a plain first read, then atomicCAS until no other thread
+    got in between. A stale first read costs one more trip, never a wrong result."""
+    x = np.random.default_rng(3).standard_normal(300).astype(F32)
+    out = np.full(1, -np.inf, F32)
+    mod.cas_max(3, 128, (x, out, I32(300)), race_check=True)
+    assert out[0] == x.max()
+
+
+def test_reading_counters_while_others_still_add_to_them_is_a_race(mod):
+    bins = np.zeros(2 * 16, np.uint32)
+    with pytest.raises(KernelError, match="hazard in shared memory") as info:
+        mod.read_while_counting(2, 64, (data(), bins, I32(1000)), race_check=True)
+    names(str(info.value), "NO BARRIER", "COUNTED")
 
 
 # --------------------------------------------------------------------------- where it runs

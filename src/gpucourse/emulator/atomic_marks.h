@@ -12,14 +12,22 @@
 #error "define GCEMU_ATOMIC_MARK as the name of the function that marks an atomic"
 #endif
 extern "C" GCEMU_HIDDEN void GCEMU_ATOMIC_MARK(const void* address, unsigned size);
+// A tool that needs to tell atomicCAS apart (the race detector: a plain read before a CAS
+// loop is no race) names its own mark for it.
+#ifdef GCEMU_ATOMIC_CAS_MARK
+extern "C" GCEMU_HIDDEN void GCEMU_ATOMIC_CAS_MARK(const void* address, unsigned size);
+#else
+#define GCEMU_ATOMIC_CAS_MARK GCEMU_ATOMIC_MARK
+#endif
 
-#define GCEMU_MARK_ATOMIC(NAME)                                                         \
+#define GCEMU_MARK_ATOMIC_WITH(NAME, MARK)                                              \
   template <class T, class... R>                                                        \
   static inline auto __gcemu_marked_##NAME(T* address, R... rest)                       \
       -> decltype(NAME(address, rest...)) {                                             \
-    GCEMU_ATOMIC_MARK((const void*)address, (unsigned)sizeof(T));                       \
+    MARK((const void*)address, (unsigned)sizeof(T));                                    \
     return NAME(address, rest...);                                                      \
   }
+#define GCEMU_MARK_ATOMIC(NAME) GCEMU_MARK_ATOMIC_WITH(NAME, GCEMU_ATOMIC_MARK)
 GCEMU_MARK_ATOMIC(atomicAdd)
 GCEMU_MARK_ATOMIC(atomicSub)
 GCEMU_MARK_ATOMIC(atomicExch)
@@ -30,8 +38,9 @@ GCEMU_MARK_ATOMIC(atomicOr)
 GCEMU_MARK_ATOMIC(atomicXor)
 GCEMU_MARK_ATOMIC(atomicInc)
 GCEMU_MARK_ATOMIC(atomicDec)
-GCEMU_MARK_ATOMIC(atomicCAS)
+GCEMU_MARK_ATOMIC_WITH(atomicCAS, GCEMU_ATOMIC_CAS_MARK)
 #undef GCEMU_MARK_ATOMIC
+#undef GCEMU_MARK_ATOMIC_WITH
 
 // Defined after the wrappers, so that the wrappers still call the prelude's functions.
 #define atomicAdd(...) __gcemu_marked_atomicAdd(__VA_ARGS__)

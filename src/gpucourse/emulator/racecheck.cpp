@@ -36,7 +36,7 @@
 
 enum { MAX_THREADS = 1024, DYN_SHARED_BYTES = 48 * 1024, MAX_RANGES = 66, MAX_BOUNDS = 64 };
 // Kinds of access, and of range: keep in step with emulator/racecheck.py.
-enum Kind : uint8_t { K_READ = 1, K_WRITE = 2, K_ATOMIC = 3 };
+enum Kind : uint8_t { K_READ = 1, K_WRITE = 2, K_ATOMIC = 3, K_CAS = 4 /* hooks only: an atomic */ };
 enum Space : uint8_t { GLOBAL = 0, SHARED = 1, DYNAMIC = 2, OUTSIDE = 3 };
 
 extern "C" {
@@ -77,6 +77,16 @@ static struct {
   uint8_t space;
   Access first, second;
 } g_hazard;
+
+// A plain read of a word that other threads update atomically is held back, not reported:
+// it is the first step of a compare-and-swap loop (read, then atomicCAS until no other
+// thread got in between), correct on a GPU, where a stale read costs one more trip. It is
+// dropped when the same thread's next access to that word is an atomicCAS, and reported
+// otherwise (or when the thread's block ends).
+struct Pending { uint32_t block; uint8_t space; uintptr_t word; Access first, second; };
+static Pending g_pending[MAX_THREADS];  // per thread of the block; block 0: none held
+static int g_npending;
+static uint32_t g_pending_block;  // the block they were held in
 
 // ---------------------------------------------------------------- ordering
 
@@ -131,12 +141,32 @@ static inline void forget(Access* slot, const Access& c) {
     if (!(slot[i].bytes & ~c.bytes)) slot[i].block = 0;
 }
 
+// Reports the first conflict held back (a read no atomicCAS followed).
+__attribute__((noinline)) static void report_pending(void) {
+  for (int r = 0; r < MAX_THREADS; r++)
+    if (g_pending[r].block) {
+      found(g_pending[r].word, g_pending[r].space, g_pending[r].first, g_pending[r].second);
+      break;
+    }
+  memset(g_pending, 0, sizeof g_pending);
+  g_npending = 0;
+}
+
 static inline int check_word(Cell& cell, const Access& c, uintptr_t word, uint8_t space) {
   const Access* prev = NULL;
   if (races(cell.write, c, space)) prev = &cell.write;
   if (!prev && c.kind != K_ATOMIC) {
     if (races(cell.atomic[0], c, space)) prev = &cell.atomic[0];
     else if (races(cell.atomic[1], c, space)) prev = &cell.atomic[1];
+    if (prev && c.kind == K_READ) {  // perhaps a CAS loop's first read: hold it back
+      Pending& p = g_pending[c.rank];
+      if (!p.block) {
+        p = Pending{c.block, space, word, *prev, c};
+        g_npending++;
+        g_pending_block = c.block;
+      }
+      prev = NULL;
+    }
   }
   if (!prev && c.kind != K_READ) {
     if (races(cell.read[0], c, space)) prev = &cell.read[0];
@@ -188,8 +218,25 @@ static inline int outside_arrays(uintptr_t addr) {
 }
 
 __attribute__((noinline)) static void access(uintptr_t pc, uintptr_t addr, uint32_t size, uint8_t kind) {
+  const int cas = kind == K_CAS;
+  if (cas) kind = K_ATOMIC;
   Range* R = range_of(addr);
   const uint32_t r = __gcemu_thread_rank();
+  if (GCRACE_UNLIKELY(g_npending)) {
+    Pending& p = g_pending[r];
+    if (g_pending_block != g_block) {
+      report_pending();  // held back in a block that has ended
+      return;
+    }
+    if (p.block && (addr & ~(uintptr_t)3) == p.word) {
+      if (!cas) {  // the same thread touched the word again, and not with its CAS
+        found(p.word, p.space, p.first, p.second);
+        return;
+      }
+      p.block = 0;
+      g_npending--;
+    }
+  }
   Access c = {g_block, (uint32_t)(pc - g_base), g_epoch, g_vc[r][r & 31], (uint16_t)r, kind, 0};
   if (!R) {  // a read-only array, a thread's own stack, a built-in variable ... or no array
     if (GCRACE_UNLIKELY(outside_arrays(addr))) {
@@ -260,6 +307,9 @@ GCRACE_HOOK void* __tsan_memset(void* d, int c, unsigned long n) {
 GCRACE_HOOK void __gcrace_atomic(const void* a, unsigned size) {
   observe(GCRACE_RA, (void*)a, size, K_ATOMIC);
 }
+GCRACE_HOOK void __gcrace_atomic_cas(const void* a, unsigned size) {
+  observe(GCRACE_RA, (void*)a, size, K_CAS);
+}
 
 GCRACE_HOOK void __tsan_func_entry(void*) {}
 GCRACE_HOOK void __tsan_func_exit(void) {}
@@ -322,6 +372,8 @@ static int add_range(uintptr_t lo, uintptr_t hi, uint8_t space) {
 GCRACE_API int gcrace_reset(const uint64_t* ranges, int nranges, unsigned dyn_shared) {
   release();
   memset(&g_hazard, 0, sizeof g_hazard);
+  memset(g_pending, 0, sizeof g_pending);
+  g_npending = 0;
   Dl_info info;
   g_base = dladdr((void*)&gcrace_reset, &info) ? (uintptr_t)info.dli_fbase : 0;
   int rc = 0;
@@ -355,6 +407,7 @@ GCRACE_API void gcrace_finish(void) { release(); }
 // The first conflict: found, address, space, then kind, block, rank and instruction of the
 // earlier access and of the later one.
 GCRACE_API void gcrace_result(uint64_t* out) {
+  if (!g_hazard.found && g_npending) report_pending();  // held in the launch's last block
   const Access* a[2] = {&g_hazard.first, &g_hazard.second};
   out[0] = (uint64_t)g_hazard.found;
   out[1] = (uint64_t)g_hazard.addr;

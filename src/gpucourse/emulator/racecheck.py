@@ -91,7 +91,7 @@ def _warn_once(problem: str, when: str = "") -> None:
 def _flags() -> tuple[str, ...]:
     version = hashlib.sha256(HOOKS.read_bytes() + instrument.ATOMIC_MARKS.read_bytes()).hexdigest()[:12]
     return (*instrument.TSAN_FLAGS, "-include", str(instrument.ATOMIC_MARKS),
-            "-DGCEMU_ATOMIC_MARK=__gcrace_atomic",
+            "-DGCEMU_ATOMIC_MARK=__gcrace_atomic", "-DGCEMU_ATOMIC_CAS_MARK=__gcrace_atomic_cas",
             # The read and write inside an atomic are the atomic: the mark observes them.
             '-DGCEMU_ATOMIC_ATTR=__attribute__((no_sanitize("thread")))',
             f"-DGCRACE_VERSION={version}", *instrument.link_flags())
@@ -257,14 +257,20 @@ class Detector:
         same_line = sites[first["pc"]][0] == sites[second["pc"]][0] != 0
         atomic = ATOMIC in (first["kind"], second["kind"])
         if first["block"] != second["block"]:
+            # The detector does not model __threadfence() with an atomic ticket (the "last
+            # block" pattern), so that correct pattern lands here too; the advice says so.
             fix = ("threads of different blocks are not ordered within a launch: use an atomic "
                    "(atomicAdd) where blocks update one value, or let each block write its own "
-                   "elements")
+                   "elements and combine them in a second launch (a __threadfence() with an "
+                   "atomic ticket also orders them on a GPU, but the emulator cannot check that)")
         elif atomic:
             fix = ("put a __syncthreads() between the plain access and the atomics, or make "
                    "every access to it atomic")
         elif same_line and first["kind"] == WRITE and second["kind"] == READ:
-            fix = ("several threads update one value: use an atomic (atomicAdd) for it")
+            sync = "__syncwarp()" if first["rank"] // 32 == second["rank"] // 32 else "__syncthreads()"
+            fix = ("if several threads update one value, use an atomic (atomicAdd) for it; if a "
+                   "thread reads a neighbour's element that the neighbour rewrites in the same "
+                   f"step, read it into a register, {sync}, then write")
         elif first["rank"] // 32 == second["rank"] // 32:
             fix = ("put a __syncthreads() between the two (a __syncwarp() is enough where only "
                    "the lanes of one warp share the data: they do not run in lockstep)")
