@@ -1098,7 +1098,8 @@ def cpu_low_precision_support() -> dict:
         s_fp16 = f"and FP16 arithmetic ({', '.join(fp16)})"
     else:
         s_fp16 = ("and no FP16 arithmetic (only F16C conversions), so FP16 matmuls take a slow "
-                  "generic path, often hundreds of times slower than FP32")
+                  "generic path, several to hundreds of times slower than FP32 depending on the size and the "
+                  "threads (the measurement beside this shows how much here)")
     return {"capability": cap, "bf16_flags": bf16, "fp16_flags": fp16,
             "sentence": f"PyTorch uses this CPU's {cap} code path; {s_bf16}; {s_fp16}."}
 
