@@ -44,3 +44,15 @@ def test_doctor_reports_the_compiler_the_emulator_uses(monkeypatch, tmp_path):
         assert compiler()[0] == gxx  # what the emulator uses from now on, not a stale cache
     monkeypatch.delenv("CXX")
     doctor._cxx_compiler()  # leave the emulator's cache as the test found it
+
+
+def test_doctor_checks_every_runtime_dependency_of_the_package():
+    """A dependency left out of the doctor lets it say "all passed" while the course cannot run."""
+    import pathlib
+    import re
+    import tomllib
+
+    project = tomllib.loads((pathlib.Path(__file__).parent.parent / "pyproject.toml").read_text())
+    needed = {re.split(r"[<>=!~ \[]", d)[0] for d in project["project"]["dependencies"]}
+    checked = {f.name for f in doctor.findings()}
+    assert needed <= checked, f"the doctor does not check {sorted(needed - checked)}"

@@ -30,7 +30,8 @@ def _essential_module(name: str, pip_name: str, why: str) -> Finding:
     version, err = _module_version(name)
     if version is None:
         return Finding(FAIL, name, f"not importable ({err})",
-                       f"run `make test` or `pip install -e .` ({pip_name}; {why})")
+                       f"run `make lab` (it installs the course's dependencies) or "
+                       f"`pip install -e .` ({pip_name}; {why})")
     return Finding(OK, name, version)
 
 
@@ -71,6 +72,8 @@ def findings() -> list[Finding]:
     out.append(_essential_module("matplotlib", "matplotlib", "every figure"))
     out.append(_essential_module("torch", "torch", "PyTorch experiments"))
     out.append(_essential_module("ipywidgets", "ipywidgets", "the interactive controls"))
+    out.append(_essential_module("ipykernel", "ipykernel", "runs the notebooks' Python"))
+    out.append(_essential_module("tqdm", "tqdm", "progress bars of the headless run"))
     lab_version, _ = _module_version("jupyterlab")
     out.append(Finding(OK if lab_version else WARN, "jupyterlab", lab_version or "not installed",
                        "" if lab_version else "`make lab` installs it (or pip install jupyterlab)"))
