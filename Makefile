@@ -1,30 +1,39 @@
 # The two commands a new user needs: `make lab` and `make test`.
-# Both create .venv on first use and reinstall only when pyproject.toml changes.
+# Both create .venv on first use and reinstall only when pyproject.toml or TORCH_SPEC changes.
 
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check
-# The exact torch that `make` installs. A plain `torch` can pull a multi-GB CUDA build;
-# 2.13.0 is a CPU build where a local wheel exists. Override on a GPU box, e.g.
+# The exact torch that `make` installs (pinned: a plain `torch` takes whatever is newest).
+# On Linux, PyPI's wheel is the CUDA build (about 3 GB with its NVIDIA libraries); choose
+# the build with an index, e.g. on a machine without a GPU
+#   make lab TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
+# or on a GPU box
 #   make lab TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"
 TORCH_SPEC ?= torch==2.13.0
 # pytest-xdist workers for the notebook tests.
 JOBS ?= 2
 NBVAL := --dist loadscope --nbval-current-env --nbval-cell-timeout=600 -p no:cacheprovider
 
-.PHONY: lab test test-unit test-notebooks test-browser venv labs check-format gpu-check doctor clean
+.PHONY: lab test test-unit test-notebooks test-browser venv labs check-format gpu-check doctor clean FORCE
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-$(VENV)/.installed-lab: pyproject.toml | $(PY)
+# Rewritten only when TORCH_SPEC differs from the last run's, so that a new spec reinstalls.
+$(VENV)/.torch-spec: FORCE | $(PY)
+	@echo '$(TORCH_SPEC)' | cmp -s - $@ || echo '$(TORCH_SPEC)' > $@
+
+FORCE:
+
+$(VENV)/.installed-lab: pyproject.toml $(VENV)/.torch-spec | $(PY)
 	$(PIP) install -q $(TORCH_SPEC)
 	$(PIP) install -q -e ".[lab]"
 	touch $@
 
-$(VENV)/.installed-dev: pyproject.toml | $(PY)
+$(VENV)/.installed-dev: pyproject.toml $(VENV)/.torch-spec | $(PY)
 	$(PIP) install -q $(TORCH_SPEC)
 	$(PIP) install -q -e ".[dev,lab]"
 	touch $@
