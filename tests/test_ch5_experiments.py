@@ -209,9 +209,12 @@ def test_precision_model_reaches_the_peaks_for_large_matrices():
     m = ch5.precision_model("H200")
     assert set(m["tflops"]) == {"fp32", "tf32", "fp16", "bf16"}
     for p, ys in m["tflops"].items():
-        assert ys[-1] == pytest.approx(m["peak_tflops"][p])      # compute-bound at 16384
-        assert ys[0] < m["peak_tflops"][p] or p == "fp32"        # memory-bound when small
+        assert ys[-1] == pytest.approx(m["peak_tflops"][p], rel=1e-3)  # compute-bound at 16384
+        assert ys[0] < 0.5 * m["peak_tflops"][p]  # small: the launch (and memory) dominate
     assert m["peak_tflops"]["bf16"] > 10 * m["peak_tflops"]["fp32"]
+    # A 64^3 fp16 matmul is no 5 ns job: its 3 µs launch keeps it far below the peak.
+    tiny = ch5.precision_model("H200", sizes=(64,))["tflops"]["fp16"][0]
+    assert tiny == pytest.approx(2 * 64**3 / (3e-6 + 2 * 64**3 / 989.5e12) / 1e12, rel=0.05)
     fig = p5.precision_figure(m, reference=[{"label": "reference: NVIDIA H200, 2026-01-01, `x`",
                                              "value": {"precision_tflops": {"bf16": 700.0},
                                                        "precision_n": 8192}}])

@@ -344,6 +344,15 @@ def test_roofline_with_measured_cpu_ceilings():
     assert models.roofline(1, 1, "A100", bandwidth=1e9).bandwidth == 1e9
 
 
+def test_roofline_adds_a_launch_cost_only_when_asked():
+    plain = models.roofline(2e3, 12e3, "H200")
+    launched = models.roofline(2e3, 12e3, "H200", launch=models.LAUNCH_OVERHEAD_S)
+    assert launched.time == pytest.approx(plain.time + 3e-6) and plain.launch_time == 0
+    assert launched.bound == plain.bound == "memory" and "launch overhead" in str(launched)
+    with pytest.raises(models.ModelInputError):
+        models.roofline(2e3, 12e3, "H200", launch=-1)
+
+
 def test_roofline_bad_input():
     with pytest.raises(CourseError, match="peak_flops"):
         models.roofline(1e9, 1e9)

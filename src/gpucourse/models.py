@@ -24,6 +24,9 @@ BANK_WORD_BYTES = 4
 # Per-call cost of a host<->device copy (driver call + DMA setup). Measured values range from
 # a few to a few tens of microseconds; 10 us is a round order of magnitude.
 TRANSFER_LATENCY_S = 10e-6
+#: Fixed cost of one kernel launch where a model includes it: measured launch overheads on
+#: current GPUs are a few microseconds; 3 us is a round order of magnitude, not a measurement.
+LAUNCH_OVERHEAD_S = 3e-6
 
 
 class ModelInputError(InputError):
@@ -464,6 +467,7 @@ class Roofline(_ModelResult):
     time: float
     attainable_flops: float
     bound: str
+    launch_time: float = 0.0  # the fixed launch cost included in ``time`` (0: none)
 
     def _headline(self) -> str:
         return (f"{self.bound}-bound on {self.device} ({self.precision}): "
@@ -474,15 +478,19 @@ class Roofline(_ModelResult):
                 ("ridge point", f"{self.ridge_point:.3g} FLOP/byte"),
                 ("peak compute", f"{self.peak_flops / 1e12:.3g} TFLOP/s"),
                 ("peak bandwidth", f"{self.bandwidth / 1e9:.4g} GB/s"),
-                ("compute time / memory time", f"{_seconds(self.compute_time)} / {_seconds(self.memory_time)}")]
+                ("compute time / memory time", f"{_seconds(self.compute_time)} / {_seconds(self.memory_time)}")] + (
+                    [("launch overhead", _seconds(self.launch_time))] if self.launch_time else [])
 
 
 def roofline(flops: float, bytes: float, gpu=None, precision: str = "fp32", *,
-             peak_flops: float | None = None, bandwidth: float | None = None) -> Roofline:
+             peak_flops: float | None = None, bandwidth: float | None = None,
+             launch: float = 0.0) -> Roofline:
     """Attainable time = max(flops / peak, bytes / bandwidth), assuming compute and memory traffic overlap perfectly.
 
     ``gpu`` is a table name or GPUSpec; ``peak_flops`` (FLOP/s) and ``bandwidth`` (bytes/s)
-    override it, e.g. for a CPU roofline measured on the spot.
+    override it, e.g. for a CPU roofline measured on the spot. ``launch`` (seconds, e.g.
+    ``LAUNCH_OVERHEAD_S``) adds a kernel's fixed cost: without it a tiny operation would
+    take nanoseconds, which no launch does.
     """
     flops = _nonneg(flops, "flops")
     nbytes = _nonneg(bytes, "bytes")
@@ -498,12 +506,13 @@ def roofline(flops: float, bytes: float, gpu=None, precision: str = "fp32", *,
     if spec is not None and (peak_flops is not None or bandwidth is not None):
         device += " (with given ceilings)"
     t_compute, t_memory = flops / peak, nbytes / bw
-    t = max(t_compute, t_memory)
+    overhead = _nonneg(launch, "launch")
+    t = overhead + max(t_compute, t_memory)
     return Roofline(device=device, precision=str(precision), flops=flops, bytes=nbytes,
                     intensity=flops / nbytes if nbytes else math.inf, peak_flops=peak,
                     bandwidth=bw, ridge_point=peak / bw, compute_time=t_compute,
                     memory_time=t_memory, time=t, attainable_flops=flops / t,
-                    bound="compute" if t_compute >= t_memory else "memory")
+                    bound="compute" if t_compute >= t_memory else "memory", launch_time=overhead)
 
 
 # --------------------------------------------------------------------------- host <-> device transfers

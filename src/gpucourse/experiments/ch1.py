@@ -661,7 +661,8 @@ def transfer_vs_compute(gpu: str | None = None, nbytes: int = 16 * MiB, matmul_n
                "cpu_s": cpu.median_s, "gpu": spec.key, "model": {
                    "h2d_pinned_s": 2 * models.transfer_time(w["input_bytes"], spec, pinned=True).time,
                    "h2d_pageable_s": 2 * models.transfer_time(w["input_bytes"], spec, pinned=False).time,
-                   "compute_s": models.roofline(w["flops"], w["dev_bytes"], spec).time,
+                   "compute_s": models.roofline(w["flops"], w["dev_bytes"], spec,
+                                                launch=models.LAUNCH_OVERHEAD_S).time,
                    "d2h_s": models.transfer_time(w["down"], spec, pinned=True).time}}
         if _torch_cuda():
             row["measured"] = _gpu_transfer_and_compute(op, w, seed, min_time_s)
@@ -671,14 +672,16 @@ def transfer_vs_compute(gpu: str | None = None, nbytes: int = 16 * MiB, matmul_n
 
 
 def transfer_sweep(gpu: str | None = None, sizes=None) -> dict:
-    """Model over sizes: moving a vector add's inputs over PCIe against adding them in device memory."""
+    """Model over sizes: moving a vector add's inputs over PCIe against adding them in device
+    memory (one launch: its fixed cost + the roofline time)."""
     spec = _spec(gpu)
     sizes = list(sizes or [2**k for k in range(12, 31, 2)])
     h2d, comp = [], []
     for s in sizes:
         w = _work("vector add", s, 0)
         h2d.append(2 * models.transfer_time(s, spec, pinned=True).time)
-        comp.append(models.roofline(w["flops"], w["dev_bytes"], spec).time)
+        comp.append(models.roofline(w["flops"], w["dev_bytes"], spec,
+                                    launch=models.LAUNCH_OVERHEAD_S).time)
     return {"gpu": spec.key, "gpu_name": spec.name, "sizes": sizes, "h2d_s": h2d, "compute_s": comp,
             "ratio": [a / b for a, b in zip(h2d, comp)]}
 

@@ -1032,9 +1032,12 @@ def matmul_throughput(precision: str = "fp32", n: int | None = None,
 
 
 def precision_model(gpu=None, sizes=tuple(2 ** k for k in range(7, 15))) -> dict:
-    """Roofline model of an n×n×n matmul per precision: max(compute time, memory time).
+    """Roofline model of an n×n×n matmul per precision: one launch's fixed cost + max(compute
+    time, memory time).
 
-    Inputs and output are read and written once (3·n²·bytes); peaks are the datasheet's.
+    Inputs and output are read and written once (3·n²·bytes); peaks are the datasheet's; the
+    launch cost (``models.LAUNCH_OVERHEAD_S``) keeps small sizes from reaching the peak in
+    nanoseconds.
     """
     spec = target_gpu(gpu)
     itemsize = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2}
@@ -1045,7 +1048,8 @@ def precision_model(gpu=None, sizes=tuple(2 ** k for k in range(7, 15))) -> dict
             continue
         out["peak_tflops"][p] = spec.peak_tflops[p]
         out["tflops"][p] = [models.roofline(2.0 * n ** 3, 3.0 * n * n * itemsize[p], gpu=spec,
-                                            precision=p).attainable_flops / 1e12 for n in sizes]
+                                            precision=p, launch=models.LAUNCH_OVERHEAD_S
+                                            ).attainable_flops / 1e12 for n in sizes]
     return out
 
 

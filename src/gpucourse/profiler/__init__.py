@@ -57,9 +57,8 @@ HERE = Path(__file__).resolve().parent
 HOOKS = HERE / "hooks.cpp"
 PRELUDE = HERE / "profile_prelude.h"
 
-#: Fixed cost of one kernel launch in the time model: measured launch overheads on current
-#: GPUs are a few microseconds; 3 us is a round order of magnitude, not a measurement.
-LAUNCH_OVERHEAD_S = 3e-6
+#: Fixed cost of one kernel launch in the time model (the models' own round figure).
+LAUNCH_OVERHEAD_S = models.LAUNCH_OVERHEAD_S
 # Counters per instruction, in the order of enum Stat in hooks.cpp.
 _STATS = ("g_requests", "g_lanes", "g_sectors", "g_lines", "g_bytes",
           "s_requests", "s_lanes", "s_wavefronts", "s_phases", "s_ways_sum", "s_ways_max",
