@@ -273,7 +273,8 @@ def reduction_figure(result: dict) -> Figure:
                       device=result["device"])
     cpu = sorted(result["cpu_measured"], key=lambda t: t["bytes"] / t["median_s"])  # slowest first
     return ladder(_timings(cpu), metric="gbps", ceiling=copy,
-                  ceiling_label="copy on this CPU (measured)", ceiling_name="copy",
+                  ceiling_label=f"{result['copy'].get('label', 'copy')} on this CPU (measured)",
+                  ceiling_name="ceiling",
                   title_text=f"Library sums of {result['n']:,} floats on this CPU",
                   device=result["device"])
 
