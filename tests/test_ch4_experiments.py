@@ -124,7 +124,8 @@ def test_run_all_is_json_and_draws(monkeypatch):
     res = ch4.run_all(quick=True)
     json.dumps(res)
     figs = plot4.figures(res)
-    assert set(figs) == {"block_size", "divergence", "streams", "histogram", "reduction"}
+    ladder_on_a_gpu = {"reduction_reference"} if res["reduction"]["reference"] else set()
+    assert set(figs) == {"block_size", "divergence", "streams", "histogram", "reduction"} | ladder_on_a_gpu
     # reduction on the CPU: library sums and the copy, measured here
     assert {t["label"] for t in res["reduction"]["cpu_measured"]} == {"numpy.sum", "torch.sum"}
 
@@ -164,6 +165,32 @@ def test_reference_data_is_drawn_hollow_and_labelled(tmp_path, monkeypatch):
     assert not any("reference" in t.get_text() for t in cpu_fig.axes[0].get_yticklabels())
     red["reference"] = []
     assert "No reference measurement" in repr(plot4.reduction_reference_figure(red))
+
+
+def test_reduction_reference_falls_back_to_the_kernel_sweep(reference_folder):
+    rows = [{"file": "reduce", "kernel": "reduce_v1_atomic", "gbps": 2.0, "median_s": 0.5,
+             "size": 1 << 28},
+            {"file": "reduce", "kernel": "reduce_v4_grid_stride", "gbps": 2100.0, "median_s": 5e-4,
+             "size": 1 << 28},
+            {"file": "copy", "kernel": "copy_v1_coalesced", "gbps": 2500.0, "median_s": 9e-4}]
+    gc.reference.write({"kernels": {"rows": rows}}, gpu="NVIDIA H200", command="kernel sweep cmd",
+                       folder=reference_folder, date="2026-11-28")
+    gc.reference.write({"ch4": {"histogram": {"speedup": [1.0]}}}, gpu="NVIDIA H200",
+                       command="ch4.gpu_check()", folder=reference_folder, date="2026-11-29")
+    [ref] = ch4.reduction_references()
+    assert ref["labels"] == ["reduce_v1_atomic", "reduce_v4_grid_stride"]
+    assert ref["copy_gbps"] == 2500.0 and ref["copy_label"] == "copy_v1_coalesced"
+    # the kernel sweep's own date and command, and the label says where the rows come from
+    assert ref["label"] == "reference: NVIDIA H200, 2026-11-28, kernel sweep"
+    assert ref["command"] == "kernel sweep cmd"
+    fig = plot4.reduction_reference_figure({"versions": ch4.reduce_versions(), "reference": [ref]})
+    assert "kernel sweep" in fig.axes[0].get_title() and "reduce_v5" in fig.axes[0].get_title()
+    # a ch4/reduction section, when there is one, comes first
+    gc.reference.write({"ch4": {"reduction": {"labels": ["reduce_v1_atomic"], "gbps": [2.0],
+                                              "copy_gbps": 4000.0}}},
+                       gpu="NVIDIA H200", command="ch4.gpu_check()", folder=reference_folder,
+                       date="2026-11-30")
+    assert [r["copy_gbps"] for r in ch4.reduction_references()] == [4000.0]
 
 
 def test_streams_figure_marks_the_isolated_bound_when_the_link_is_slower_both_ways():

@@ -145,8 +145,10 @@ def ladder(timings: Sequence[Timing], metric: str = "gbps", ceiling: float | Non
         note = f"{v:.3g}"
         if ceiling:
             note += f"  ({100 * v / ceiling:.0f}% of {ceiling_name})"
+        # A white box keeps the ceiling line from running through a note.
         ax.annotate(note, (end, y), xytext=(4, 0), textcoords="offset points", va="center",
-                    fontsize=8)
+                    fontsize=8, zorder=5,
+                    bbox=dict(boxstyle="square,pad=0.1", fc="white", ec="none", alpha=0.85))
     if ceiling:
         ax.axvline(ceiling, color=CEILING, ls="--", lw=1.2, label=ceiling_label)
     if log:

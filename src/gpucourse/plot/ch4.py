@@ -286,12 +286,20 @@ def reduction_reference_figure(result: dict):
         return Note("No reference measurement of the reduction ladder on a GPU yet: "
                     "run `make gpu-check` on a GPU to record one.")
     r = refs[0]
-    bars = [(lab, g, r["label"]) for lab, g in zip(r["labels"], r["gbps"])]
-    gpu = r["label"].replace("reference: ", "")
-    return ladder([], metric="gbps", ceiling=r["copy_gbps"],
-                  ceiling_label=f"device-to-device copy on {gpu} (reference)", ceiling_name="copy",
-                  title_text=f"Reduction ladder on {gpu} (reference data)", reference=bars,
-                  device=result["device"])
+    gpu = r.get("gpu") or r["label"].replace("reference: ", "").split(",")[0]
+    # Rows of the kernel sweep: the bar notes name the sweep; the copy is its best copy.cu kernel.
+    source = "reference, kernel sweep" if r.get("source") == "kernel sweep" else "reference"
+    bars = [(lab, g, source) for lab, g in zip(r["labels"], r["gbps"])]
+    copy = (f"{r['copy_label']} on {gpu}, same sweep (reference)" if r.get("copy_label")
+            else f"device-to-device copy on {gpu} (reference)")
+    missing = [v for v in result.get("versions", []) if v not in r["labels"]]
+    text = f"Reduction ladder on {gpu} (reference data)"
+    if r.get("n"):
+        text = f"Sum of {r['n']:,} floats on {gpu} (reference data)"
+    if missing:
+        text += f"\n{', '.join(missing)}: not in this run"
+    return ladder([], metric="gbps", ceiling=r["copy_gbps"], ceiling_label=copy,
+                  ceiling_name="copy", title_text=text, reference=bars, device=r["label"])
 
 
 # --------------------------------------------------------------------------- runner
