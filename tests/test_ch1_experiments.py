@@ -141,6 +141,14 @@ def test_reference_data_is_drawn_hollow_and_labelled():
         reference_rows=[(label, rows)])
     assert any(label in t.get_text() for t in fig.axes[0].texts)
     assert "No reference" in ch1.reference_summary() or "measured" in ch1.reference_summary()
+    # measured roofline points of the modelled GPU, never of another one
+    roof = {"device": "NVIDIA H200", "kind": "measured",
+            "points": [{"name": "vector add", "intensity": 1 / 12, "rate": 2.5e11}]}
+    cpu = ch1.cpu_roofline(n=1 << 14, matmul_n=32, min_time_s=0.01)
+    fig = plot1.roofline_figure(cpu, ch1.gpu_roofline_model("H200"), reference_rows=[(label, roof)])
+    assert f"vector add ({label})" in [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
+    fig = plot1.roofline_figure(cpu, ch1.gpu_roofline_model("T4"), reference_rows=[(label, roof)])
+    assert not any(label in t.get_text() for t in fig.axes[1].get_legend().get_texts())
 
 
 def test_reference_summary_reads_old_and_new_check_shapes(reference_folder):

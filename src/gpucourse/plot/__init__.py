@@ -77,6 +77,27 @@ def device_label(device: str | None = None) -> str:
     return device or _device.describe().short_name
 
 
+def legend_below(ax, ncols: int = 1, gap_pt: float = 30, **kwargs) -> None:
+    """The axis's legend under its x label (``gap_pt`` below the axis), off the data; the
+    constrained layout makes room for it."""
+    from matplotlib.transforms import ScaledTranslation
+
+    below = ax.transAxes + ScaledTranslation(0, -gap_pt / 72, ax.figure.dpi_scale_trans)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0), bbox_transform=below, ncols=ncols,
+              **kwargs)
+
+
+def same_gpu(a: str | None, b: str | None) -> bool | None:
+    """Whether two GPU names ("NVIDIA H200", "H200") are one row of the spec table; None when
+    either is not in it, so a caller can keep data it cannot place."""
+    from .. import specs
+
+    try:
+        return specs.lookup(a).key == specs.lookup(b).key
+    except Exception:  # an unknown or missing name
+        return None
+
+
 def title(ax, text: str, device: str | None = None) -> None:
     """Set an axis title with the device named on a second line."""
     ax.set_title(f"{text}\n{device_label(device)}", fontsize=STYLE["axes.titlesize"])

@@ -11,7 +11,7 @@ from matplotlib.patches import Rectangle
 from ..bench import format_bytes as _fmt_bytes, format_time as _fmt_s
 from .. import reference as _reference
 from . import (CEILING, MEASURED, MODEL, NAIVE, OPTIMIZED, PALETTE, REFERENCE, new_figure,
-               roofline, sweep, title)
+               legend_below, roofline, same_gpu, sweep, title)
 
 H2D, COMPUTE, D2H, CPU = "#ff7f0e", OPTIMIZED, "#17becf", MEASURED
 
@@ -370,14 +370,32 @@ def _roof(result: dict, ax, is_model: bool, label: str, device: str):
     ax.legend(loc="lower right", fontsize=7)
 
 
-def roofline_figure(measured: dict, model: dict | None = None) -> Figure:
-    """Left: this device's measured roofline and points. Right: a GPU's datasheet roofline (model)."""
+def roofline_figure(measured: dict, model: dict | None = None, reference_rows=None) -> Figure:
+    """Left: this device's measured roofline and points. Right: a GPU's datasheet roofline (model),
+    with the same operations measured on that GPU (reference data) where the course has them."""
+    if reference_rows is None:
+        reference_rows = references("roofline")
     panels = 2 if model is not None else 1
     fig, axes = new_figure(1, panels, figsize=(6 * panels, 4.4), squeeze=False)
     _roof(measured, axes[0][0], False, "measured (best rates seen)", measured.get("device"))
     if model is not None:
-        _roof(model, axes[0][1], True, "datasheet",
-              f"model of {model['gpu_name']}, {model['precision']}")
+        ax = axes[0][1]
+        _roof(model, ax, True, "datasheet", f"model of {model['gpu_name']}, {model['precision']}")
+        c = model["ceilings"]
+        for label, data in reference_rows:
+            # Another GPU's points under this roof would read as this GPU's.
+            if same_gpu(data.get("device"), model["gpu"]) is False or data.get("kind") == "model":
+                continue
+            for i, p in enumerate(data.get("points", [])):
+                ax.plot([p["intensity"]], [p["rate"] / 1e9], "s", mfc="none", mew=1.5, ms=8,
+                        color=PALETTE[i % len(PALETTE)], label=f"{p['name']} ({label})")
+                pct = 100 * p["rate"] / min(c["peak_flops"], p["intensity"] * c["bandwidth_Bps"])
+                ax.annotate(f"{pct:.0f}% of roof", (p["intensity"], p["rate"] / 1e9),
+                            xytext=(6, -10), textcoords="offset points", fontsize=7,
+                            color=REFERENCE)
+    for row in axes:
+        for ax in row:
+            legend_below(ax, fontsize=7)
     return fig
 
 
