@@ -188,6 +188,15 @@ def test_gpu_and_reference_branches_of_the_figures():
     tl = ch2.loop_timelines(gpu="H200")
     meas = [_timing(name, 0.02 * (i + 1), size=16) for i, name in enumerate(tl["versions"])]
     assert len(fig2.loop_figure(tl, meas).axes) == 4
+    # a reference run of the same loop sits beside the model; one of another loop does not
+    per_step = {name: {"per_step_ms": 2.5 * v["per_step_ms"]} for name, v in tl["versions"].items()}
+    same = {**per_step, "gpu": "NVIDIA H200", "config": dict(ch2.GPU_LOOP_CONFIG)}
+    other = {**same, "config": {**same["config"], "batch": 1024}}
+    label = "reference: NVIDIA H200, 2026-11-29"
+    f = fig2.loop_figure(tl, reference_rows=[(label, same)])
+    assert len(f.axes) == 4 and label in f.axes[-1].get_legend_handles_labels()[1]
+    assert any("2.5x the model" in t.get_text() for t in f.axes[-1].texts)
+    assert len(fig2.loop_figure(tl, reference_rows=[(label, other)]).axes) == 3
     alloc = {"n": 1 << 20, "device": "NVIDIA H200", "allocations": {},
              "timings": [_timing("CuPy: new arrays, pool OFF", 2e-4, 16 * MiB),
                          _timing("CuPy: out= buffer", 5e-5, 16 * MiB)]}

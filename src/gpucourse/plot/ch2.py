@@ -8,7 +8,8 @@ from matplotlib.figure import Figure
 from ..bench import format_bytes as _fmt_bytes, format_time as _fmt_s
 from .. import reference as _reference
 from ..bench import Timing, Timings
-from . import CEILING, MEASURED, MODEL, NAIVE, OPTIMIZED, REFERENCE, new_figure, title
+from . import (CEILING, MEASURED, MODEL, NAIVE, OPTIMIZED, REFERENCE, new_figure, same_gpu,
+               title)
 
 H2D, COMPUTE = "#ff7f0e", OPTIMIZED
 
@@ -111,12 +112,36 @@ def transfer_bars(result: dict) -> Figure:
 
 # --------------------------------------------------------------------------- 2. loops
 
-def loop_figure(timelines: dict, measured: list[dict] | None = None, steps_shown: int = 6) -> Figure:
-    """Stream-timeline model of the three loops (first ``steps_shown`` steps), and measured
-    time per epoch when given."""
+def loop_references() -> list[tuple[str, dict]]:
+    """(label, per-step times with the GPU's name) of every reference run of the three loops."""
+    return [(ref.label, {**val, "gpu": ref.gpu}) for ref, val in _reference.find(SECTION, "loops")
+            if isinstance(val, dict)]
+
+
+def _same_loop(data: dict, timelines: dict) -> bool:
+    """Whether a reference run timed the loop the timelines model: same batch bytes, same
+    number of steps, same GPU (when both GPUs are in the spec table)."""
+    c, step = data.get("config") or {}, timelines["step"]
+    if c and (c.get("batch", 0) * c.get("features", 0) * 4 + c.get("batch", 0) * 8
+              != step["batch_bytes"] or c.get("batches") != step["steps"]):
+        return False
+    return same_gpu(data.get("gpu"), timelines["gpu"]) is not False
+
+
+def loop_figure(timelines: dict, measured: list[dict] | None = None, steps_shown: int = 6,
+                reference_rows=None) -> Figure:
+    """Stream-timeline model of the three loops (first ``steps_shown`` steps), then the time per
+    step of each: model, measured here on a GPU, and reference runs of the same loop."""
+    if reference_rows is None:
+        reference_rows = loop_references()
     names = list(timelines["versions"])
-    n = len(names) + (1 if measured else 0)
-    fig, axes = new_figure(n, 1, figsize=(8.5, 1.55 * n + 1.2))
+    refs = [(label, data) for label, data in reference_rows
+            if _same_loop(data, timelines) and any(name in data for name in names)]
+    compare = bool(measured or refs)
+    n = len(names) + (1 if compare else 0)
+    ratios = [1] * len(names) + ([1.6] if compare else [])
+    fig, axes = new_figure(n, 1, figsize=(8.5, 1.6 * n + (1.0 if compare else 0) + 1.5),
+                           gridspec_kw={"height_ratios": ratios})
     axes = list(axes) if n > 1 else [axes]
     step = timelines["step"]
     horizon = steps_shown * (step["h2d_pageable_s"] + step["compute_s"]) * 1e3
@@ -130,36 +155,71 @@ def loop_figure(timelines: dict, measured: list[dict] | None = None, steps_shown
                 continue
             ax.barh(lanes.index(lane), end - start, left=start, height=0.6, color=colours[op],
                     edgecolor="white", label=None if op in shown else
-                    ("host → device copy" if op == "H2D" else "training step (forward, backward, update)"))
+                    ("host → device copy (model)" if op == "H2D"
+                     else "training step: forward, backward, update (model)"))
             shown.add(op)
         ax.set_yticks(range(2), lanes)
         ax.set_ylim(1.6, -0.6)
         ax.set_xlim(0, horizon)
         ax.set_xlabel("time (ms)")
         ax.set_title(f"{name}: {v['per_step_ms']:.3g} ms per step (model)", fontsize=9, loc="left")
-        ax.legend(loc="upper right", fontsize=7, ncols=2)
-    if measured:
-        ax = axes[-1]
-        ts = [Timing.from_dict(d) for d in measured]
-        per_step = [t.median_s / (t.size or 1) * 1e3 for t in ts]
-        colours = [NAIVE, MEASURED, OPTIMIZED][:len(ts)]
-        ax.barh(range(len(ts)), per_step, color=colours)
-        ax.set_yticks(range(len(ts)), [t.label for t in ts])
-        ax.invert_yaxis()
-        ax.set_xlabel("measured time per training step (ms)")
-        for y, v in enumerate(per_step):
-            ax.annotate(f"{v:.3g} ms", (v, y), xytext=(4, 0), textcoords="offset points",
-                        va="center", fontsize=8)
-        ax.axvline(step["compute_s"] * 1e3, color=CEILING, ls=":", lw=1.2,
-                   label="compute alone (roofline model)")
-        ax.legend(loc="lower right", fontsize=7)
-        ax.set_title(f"measured on {ts[0].device} ({ts[0].size} steps per epoch)", fontsize=9,
-                     loc="left")
+    if compare:
+        _loop_comparison(axes[-1], timelines, measured, refs)
+    # One legend for every panel, below them: a legend inside a timeline hides its bars.
+    handles: dict = {}
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, h)
+    fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncols=2,
+               fontsize=7)
     fig.suptitle(f"Copy every step vs pinned prefetch vs resident data\n"
                  f"timelines: model of the {timelines['gpu']}, batches of "
                  f"{_fmt_bytes(step['batch_bytes'])} (resident: the one upload before is not shown)",
                  fontsize=10)
     return fig
+
+
+def _loop_comparison(ax, timelines: dict, measured, refs) -> None:
+    """Time per step of each loop: the model (hatched), measured here, reference runs (hollow)."""
+    names = list(timelines["versions"])
+    rows = [("model", {nm: timelines["versions"][nm]["per_step_ms"] for nm in names}, "model")]
+    where = []
+    if measured:
+        ts = [Timing.from_dict(d) for d in measured]
+        rows.append((f"measured on {ts[0].device}",
+                     {t.label: t.median_s / (t.size or 1) * 1e3 for t in ts}, "measured"))
+        where.append(f"measured on {ts[0].device} ({ts[0].size} steps per epoch)")
+    for label, data in refs:
+        rows.append((label, {nm: data[nm]["per_step_ms"] for nm in names if nm in data}, "reference"))
+        where.append(label)
+    height = 0.8 / len(rows)
+    fill = dict(zip(names, [NAIVE, MEASURED, OPTIMIZED]))
+    model = rows[0][1]
+    for j, (label, values, kind) in enumerate(rows):
+        for i, nm in enumerate(names):
+            if nm not in values:
+                continue
+            y, v = i - 0.4 + (j + 0.5) * height, values[nm]
+            if kind == "model":
+                ax.barh(y, v, height, fill=False, edgecolor=MODEL, hatch="..",
+                        label="model (stream timeline)" if i == 0 else None)
+            elif kind == "measured":
+                ax.barh(y, v, height, color=fill.get(nm, MEASURED),
+                        label=f"{label}" if i == 0 else None)
+            else:
+                ax.barh(y, v, height, fill=False, edgecolor=REFERENCE, hatch="//",
+                        label=label if i == 0 else None)
+            note = f"{v:.3g} ms" if kind == "model" else f"{v:.3g} ms, {v / model[nm]:.1f}x the model"
+            ax.annotate(note, (v, y), xytext=(4, 0), textcoords="offset points", va="center",
+                        fontsize=7)
+    ax.axvline(timelines["step"]["compute_s"] * 1e3, color=CEILING, ls=":", lw=1.2,
+               label="one training step alone (roofline model)")
+    ax.set_yticks(range(len(names)), names, fontsize=8)
+    ax.set_ylim(len(names) - 0.5, -0.5)
+    top = max(v for _, values, _ in rows for v in values.values())
+    ax.set_xlim(0, top * 1.45)
+    ax.set_xlabel("time per training step (ms)")
+    ax.set_title("time per step: " + "; ".join(["model"] + where), fontsize=9, loc="left")
 
 
 # --------------------------------------------------------------------------- 3. transpose
