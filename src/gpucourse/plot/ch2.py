@@ -334,14 +334,14 @@ def allocation_figure(result: dict) -> Figure:
     ax.barh(list(ys), values, color=colours, xerr=[lo, hi], capsize=3)
     ideal = min(t.bytes / (t.gbps * 1e9) for t in ts) * 1e3
     ax.axvline(ideal, color=CEILING, ls=":", lw=1.2, label="fastest version (floor)")
-    for y, v in zip(ys, values):
-        ax.annotate(f"{v:.3g} ms", (v, y), xytext=(4, 0), textcoords="offset points", va="center",
-                    fontsize=8)
+    for y, v, h in zip(ys, values, hi):  # after the error bar, so that it never crosses the note
+        ax.annotate(f"{v:.3g} ms", (v + h, y), xytext=(5, 0), textcoords="offset points",
+                    va="center", fontsize=8)
     ax.set_yticks(list(ys), [t.label for t in ts])
     ax.invert_yaxis()
     ax.set_xlabel("median time per call (ms)")
-    ax.set_xlim(0, max(values) * 1.3)
-    ax.legend(loc="lower right", fontsize=7)
+    ax.set_xlim(0, max(v + h for v, h in zip(values, hi)) * 1.3)
+    fig.legend(loc="outside lower center", fontsize=7)
     title(ax, f"y = a*b + c on {result['n']:,} floats: allocate vs reuse", result["device"])
     return fig
 
