@@ -201,6 +201,11 @@ def test_gpu_and_reference_branches_of_the_figures():
              "timings": [_timing("CuPy: new arrays, pool OFF", 2e-4, 16 * MiB),
                          _timing("CuPy: out= buffer", 5e-5, 16 * MiB)]}
     assert fig2.allocation_figure(alloc).axes[0].get_xlabel() == "median time per call (ms)"
+    # the GPU versions of a reference run sit beside a CPU run, never beside that GPU's own run
+    ref = [(label, {"n": 1 << 22, "gpu": "NVIDIA H200", "median_ms": {"CuPy: out= buffer": 0.05}})]
+    assert len(fig2.allocation_figure(alloc, reference_rows=ref).axes) == 1
+    f = fig2.allocation_figure({**alloc, "device": "CPU: test"}, reference_rows=ref)
+    assert len(f.axes) == 2 and label in f.axes[1].get_title()
     bars = fig2.transfer_bars({**ch2.transfer_at(MiB, gpu="H200"),
                                "measured": {"pinned": {"time_s": 3e-5, "gbps": 35.0}}})
     assert len(bars.axes[0].get_yticklabels()) == 3

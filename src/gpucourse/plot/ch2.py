@@ -322,10 +322,23 @@ def bank_map(config: dict) -> Figure:
 
 # --------------------------------------------------------------------------- 4. allocation
 
-def allocation_figure(result: dict) -> Figure:
-    """Time per call of y = a*b + c with new results against reused buffers (measured)."""
+def allocation_references() -> list[tuple[str, dict]]:
+    """(label, {"n", "median_ms", "gpu"}) of every reference run of the allocation experiment."""
+    return [(ref.label, {**val, "gpu": ref.gpu}) for ref, val in _reference.find(SECTION, "allocation")
+            if isinstance(val, dict) and val.get("median_ms")]
+
+
+def allocation_figure(result: dict, reference_rows=None) -> Figure:
+    """Time per call of y = a*b + c with new results against reused buffers (measured), and
+    beside it the GPU versions in a reference run (not when that is the GPU measured here)."""
+    if reference_rows is None:
+        reference_rows = allocation_references()
+    refs = [(label, data) for label, data in reference_rows
+            if same_gpu(data.get("gpu"), result["device"]) is not True]
     ts = Timings(Timing.from_dict(d) for d in result["timings"])
-    fig, ax = new_figure(figsize=(7.5, 0.5 * len(ts) + 1.8))
+    rows = max([len(ts)] + [len(d["median_ms"]) for _, d in refs[:1]])
+    fig, axes = new_figure(1, 2 if refs else 1, figsize=(13 if refs else 7.5, 0.5 * rows + 1.8))
+    ax = axes[0] if refs else axes
     ys = range(len(ts))
     colours = [NAIVE if ("new" in t.label or "OFF" in t.label) else OPTIMIZED for t in ts]
     values = [t.median_s * 1e3 for t in ts]
@@ -341,8 +354,23 @@ def allocation_figure(result: dict) -> Figure:
     ax.invert_yaxis()
     ax.set_xlabel("median time per call (ms)")
     ax.set_xlim(0, max(v + h for v, h in zip(values, hi)) * 1.3)
-    fig.legend(loc="outside lower center", fontsize=7)
     title(ax, f"y = a*b + c on {result['n']:,} floats: allocate vs reuse", result["device"])
+    if refs:
+        label, data = refs[0]
+        ax2 = axes[1]
+        names, times = list(data["median_ms"]), list(data["median_ms"].values())
+        ax2.barh(range(len(names)), times, fill=False, edgecolor=REFERENCE, hatch="//",
+                 label="reference data (medians only)")
+        for y, v in enumerate(times):
+            ax2.annotate(f"{v:.3g} ms", (v, y), xytext=(4, 0), textcoords="offset points",
+                         va="center", fontsize=8)
+        ax2.set_yticks(range(len(names)), names, fontsize=8)
+        ax2.invert_yaxis()
+        ax2.set_xlim(0, max(times) * 1.3)
+        ax2.set_xlabel("median time per call (ms)")
+        n = f" on {data['n']:,} floats" if data.get("n") else ""
+        title(ax2, f"The same on a GPU{n}", label)
+    fig.legend(loc="outside lower center", fontsize=7, ncols=2)
     return fig
 
 
