@@ -115,6 +115,9 @@ def test_run_all_is_json_and_draws_every_figure(monkeypatch, tmp_path):
             assert ax.get_xlabel() and ax.get_title(), name
         fig.savefig(tmp_path / f"{name}.png")
     assert "(model)" in figs["roofline"].axes[1].get_title()
+    # compute on the CPU and on the GPU are two colours, so two legend entries
+    labels = [t.get_text() for t in figs["transfer"].legends[0].get_texts()]
+    assert "compute (CPU)" in labels and "compute (GPU)" in labels
 
 
 def test_widget_views_draw():

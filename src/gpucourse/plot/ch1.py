@@ -291,43 +291,57 @@ def precision_figure(result: dict) -> Figure:
 
 # --------------------------------------------------------------------------- 3. transfer vs compute
 
+def _parts(parts) -> str:
+    """'177 + 32.1 + 88.3 µs': the parts of a stacked bar in one unit, that of their sum."""
+    total = sum(sec for _, sec, _ in parts)
+    scale, unit = (1e6, "µs") if total < 1e-3 else (1e3, "ms") if total < 1 else (1, "s")
+    return " + ".join(f"{sec * scale:.3g}" for _, sec, _ in parts) + f" {unit}"
+
+
 def transfer_figure(result: dict) -> Figure:
     """Per operation: compute on the CPU against send-compute-return on a GPU and data kept resident."""
     rows = result["rows"]
-    fig, axes = new_figure(1, len(rows), figsize=(5.5 * len(rows), 3.4), squeeze=False)
+    fig, axes = new_figure(1, len(rows), figsize=(6 * len(rows), 3.6), squeeze=False)
+    handles: dict = {}
     for ax, row in zip(axes[0], rows):
-        bars = [("CPU, measured here", [("compute", row["cpu_s"], CPU)])]
+        gpu = "compute (GPU)"
+        bars = [("CPU, measured here", [("compute (CPU)", row["cpu_s"], CPU)])]
         m = row["model"]
         bars.append((f"{row['gpu']}: send, compute, return (model)",
-                     [("H2D", m["h2d_pinned_s"], H2D), ("compute", m["compute_s"], COMPUTE),
+                     [("H2D", m["h2d_pinned_s"], H2D), (gpu, m["compute_s"], COMPUTE),
                       ("D2H", m["d2h_s"], D2H)]))
-        bars.append((f"{row['gpu']}: data resident (model)", [("compute", m["compute_s"], COMPUTE)]))
+        bars.append((f"{row['gpu']}: data resident (model)", [(gpu, m["compute_s"], COMPUTE)]))
         if row.get("measured"):
             g = row["measured"]
             bars.append(("this GPU: send, compute, return (measured)",
-                         [("H2D", g["h2d_pinned_s"], H2D), ("compute", g["compute_s"], COMPUTE),
+                         [("H2D", g["h2d_pinned_s"], H2D), (gpu, g["compute_s"], COMPUTE),
                           ("D2H", g["d2h_s"], D2H)]))
-            bars.append(("this GPU: data resident (measured)", [("compute", g["compute_s"], COMPUTE)]))
-        seen = set()
+            bars.append(("this GPU: data resident (measured)", [(gpu, g["compute_s"], COMPUTE)]))
         for i, (label, parts) in enumerate(bars):
             left = 0.0
             model = "(model)" in label
             for part, sec, colour in parts:
                 ax.barh(i, sec * 1e3, left=left, color=colour, height=0.6,
-                        hatch="//" if model else None, edgecolor="white",
-                        label=part if part not in seen else None)
-                seen.add(part)
+                        hatch="//" if model else None, edgecolor="white")
+                # One legend entry per name and colour: "compute" on the CPU and on the GPU differ.
+                handles.setdefault((part, colour), Rectangle((0, 0), 1, 1, color=colour))
                 left += sec * 1e3
-            ax.annotate(_fmt_s(left / 1e3), (left, i), xytext=(4, 0), textcoords="offset points",
-                        va="center", fontsize=8)
+            # Microseconds of GPU compute vanish beside milliseconds of copies: the note spells
+            # out every part (a log axis would distort the stacked parts instead).
+            ax.annotate(_fmt_s(left / 1e3) + ("\n= " + _parts(parts) if len(parts) > 1 else ""),
+                        (left, i), xytext=(4, 0), textcoords="offset points", va="center",
+                        fontsize=7)
         ax.set_yticks(range(len(bars)), [b[0] for b in bars], fontsize=8)
         ax.invert_yaxis()
-        ax.set_xlim(0, max(sum(p[1] for p in b[1]) for b in bars) * 1e3 * 1.3)
+        ax.set_xlim(0, max(sum(p[1] for p in b[1]) for b in bars) * 1e3 * 1.45)
         ax.set_xlabel("time (ms)")
-        ax.barh([0], [0], color="white", edgecolor="#555555", hatch="//", label="hatched: model")
-        ax.legend(loc="lower right", fontsize=7)
         what = (f"matmul {row['size']}x{row['size']}" if row["op"] == "matmul" else row["op"])
         title(ax, f"{what}, {row['nbytes'] / 2**20:.3g} MiB per input", result.get("device"))
+    legend = [(h, part) for (part, _), h in handles.items()]
+    hatched = Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="#555555", hatch="//")
+    legend.append((hatched, "hatched: model; parts: H2D + compute + D2H"))
+    fig.legend([h for h, _ in legend], [lab for _, lab in legend], loc="outside lower center",
+               ncols=len(legend), fontsize=7)
     return fig
 
 
