@@ -153,6 +153,8 @@ def test_reference_data_is_drawn_hollow_and_labelled(tmp_path, monkeypatch):
     fig = plot4.block_size_figure(ch4.block_size_point(100, sweep))
     labels = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
     assert any("reference: Test GPU, 2026-01-02" in t for t in labels)
+    # a reference panel is subtitled with the reference run, not with this machine
+    assert fig.axes[1].get_title().endswith("reference: Test GPU, 2026-01-02")
     hist = ch4.histogram(n=1 << 12, check_first=False)
     assert hist["reference"] and len(plot4.histogram_figure(hist).axes) == 2
     div = ch4.divergence(n=1 << 12)
@@ -191,6 +193,18 @@ def test_reduction_reference_falls_back_to_the_kernel_sweep(reference_folder):
                        gpu="NVIDIA H200", command="ch4.gpu_check()", folder=reference_folder,
                        date="2026-11-30")
     assert [r["copy_gbps"] for r in ch4.reduction_references()] == [4000.0]
+
+
+def test_block_size_figure_draws_no_reference_of_another_gpu_against_this_ones_ceiling():
+    sweep = {**ch4.block_size_sweep(block_sizes=(128, 256), n=1 << 20, gpu="H200"),
+             "reference": [{"label": "reference: NVIDIA H200, 2026-11-29", "gpu": "NVIDIA H200",
+                            "block_sizes": [128, 256], "gbps": [3000.0, 3300.0]}]}
+    fig = plot4.block_size_figure(ch4.block_size_point(256, sweep))
+    assert fig.axes[1].get_ylim()[1] >= 3300.0
+    fig = plot4.block_size_figure(ch4.block_size_point(256, sweep, gpu="T4"))
+    labels = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
+    assert not any("reference" in t for t in labels)
+    assert any("not drawn against the NVIDIA T4" in t.get_text() for t in fig.axes[1].texts)
 
 
 def test_streams_figure_marks_the_isolated_bound_when_the_link_is_slower_both_ways():

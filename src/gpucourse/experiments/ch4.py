@@ -45,6 +45,12 @@ def model_gpu(gpu=None) -> specs.GPUSpec:
     return specs.lookup(gpu or DEFAULT_GPU)
 
 
+def _references(key: str, *required: str) -> list[dict]:
+    """ch4/``key`` of every reference file that has ``required``, with its label and GPU."""
+    return [{"label": ref.label, "gpu": ref.gpu, **val} for ref, val in reference.find("ch4", key)
+            if isinstance(val, dict) and all(k in val for k in required)]
+
+
 def _load(name: str):
     from .. import kernels
 
@@ -201,8 +207,7 @@ def block_size_sweep(block_sizes=BLOCK_SIZES, gpu=None, n: int | None = None,
            "ceiling_gbps": spec.memory_bandwidth_GBps,
            "ceiling_label": f"{spec.name} datasheet bandwidth",
            "recommended": recommend_block_size(spec, regs), "measured": measured,
-           "reference": [{"label": lab, **val} for lab, val in reference.labelled("ch4", "block_sweep")
-                         if "block_sizes" in val and "gbps" in val],
+           "reference": _references("block_sweep", "block_sizes", "gbps"),
            "checked": "saxpy v1 and v2 match NumPy at n = 1, 33, 1007 for every block size",
            **curve}
     if progress and not measured:
@@ -380,8 +385,7 @@ def divergence(n: int | None = None, k: int | None = None, block: int = 256,
     out = {"device": device.describe().short_name, "backend": device.backend(), "n": n, "k": k,
            "block": block, "versions": list(DIVERGENCE_VERSIONS),
            "model": divergence_model(min(n, 1 << 16), block), "measured": None,
-           "reference": [{"label": lab, **val} for lab, val in reference.labelled("ch4", "divergence")
-                         if "median_s" in val]}
+           "reference": _references("divergence", "median_s")}
     if on_gpu():
         mod = _load("divergence")
         cp = _xp()
@@ -723,8 +727,7 @@ def histogram(n: int | None = None, skews=(0.0, 1.0), block: int = 256, gpu=None
            "block": block, "skews": [float(s) for s in skews], "gpu": spec.name,
            "chains_n": chains_n,
            "contention": [], "chains": [], "measured": None,
-           "reference": [{"label": lab, **val} for lab, val in reference.labelled("ch4", "histogram")
-                         if "speedup" in val]}
+           "reference": _references("histogram", "speedup")}
     datasets = [histogram_data(n, s, seed=17) for s in skews]
     for data in datasets:
         out["contention"].append(contention(data[: 1 << 16]))
@@ -804,9 +807,7 @@ def check_reduce(sizes=(1, 31, 33, 1000 + 1, 65_537), seed: int = 9) -> int:
 def reduction_references() -> list[dict]:
     """The ladder on real GPUs: each reference file's ch4/reduction, else the reduce.cu rows of its
     kernel sweep (labelled with that sweep's date and command), against the sweep's best copy.cu."""
-    out = [{"label": ref.label, "gpu": ref.gpu, **val}
-           for ref, val in reference.find("ch4", "reduction")
-           if isinstance(val, dict) and "gbps" in val]
+    out = _references("reduction", "gbps")
     if out:
         return out
     for ref, rows in reference.find("kernels", "rows"):

@@ -7,7 +7,7 @@ from matplotlib.figure import Figure
 from ..bench import Timing, Timings
 from ..display import Note
 from . import (CEILING, MEASURED, MODEL, NAIVE, OPTIMIZED, PALETTE, REFERENCE, ladder,
-               new_figure, sweep, timeline, title)
+               legend_below, new_figure, same_gpu, sweep, timeline, title)
 
 _NO_GPU_DATA = ("No GPU here and no reference data for chapter 4 yet:\n"
                 "run `make gpu-check` on a GPU to record some.")
@@ -48,39 +48,52 @@ def block_size_figure(result: dict) -> Figure:
                         f"limited by {point['limited_by']}", (i, 100 * point["occupancy"]),
                         xytext=(0.45, 0.5), textcoords="axes fraction", fontsize=8,
                         ha="center", arrowprops=dict(arrowstyle="->", color=NAIVE))
-        a1.legend(loc="lower right")
 
     # 2. bandwidth: measured on a GPU, else reference data, against the datasheet ceiling
     measured = result.get("measured")
-    series, reference = {}, {}
+    series, reference, elsewhere = {}, {}, []
     if measured:
         series["measured (CUDA events)"] = measured["gbps"]
     for r in result.get("reference", []):
+        # Another GPU's points against this GPU's ceiling would read as this GPU's.
+        if same_gpu(r.get("gpu"), result["gpu"]) is False:
+            elsewhere.append(r.get("gpu"))
+            continue
         pos = [sizes.index(b) for b in r["block_sizes"] if b in sizes]
         vals = [g for b, g in zip(r["block_sizes"], r["gbps"]) if b in sizes]
         reference[r["label"]] = (pos, vals)
     ceilings = {result["ceiling_label"]: result["ceiling_gbps"]}
     if measured and measured.get("copy_gbps"):
         ceilings["device-to-device copy (measured)"] = measured["copy_gbps"]
+    # A reference panel is subtitled with the reference run, not with this machine.
+    where = device if measured or not reference else next(iter(reference))
     sweep(xs, series, xlabel="threads per block", ylabel="effective bandwidth (GB/s)",
           title_text=f"saxpy, {result['n']:,} elements",
           ceilings=ceilings,
-          reference=reference, device=device, ax=a2)
-    a2.set_ylim(0, result["ceiling_gbps"] * 1.15)
+          reference=reference, device=where, ax=a2)
+    shown = (list(ceilings.values()) + list(series.get("measured (CUDA events)", []))
+             + [v for _, vals in reference.values() for v in vals])
+    a2.set_ylim(0, max(shown) * 1.15)
     if not series and not reference:
-        _note(a2, _NO_GPU_DATA)
+        _note(a2, _NO_GPU_DATA if not elsewhere else
+              f"The reference run is of the {elsewhere[0]}:\nnot drawn against the "
+              f"{result['gpu']}'s ceiling;\nchoose the {elsewhere[0]} to see it.")
+    elif elsewhere:
+        a2.text(0.02, 0.02, f"reference of the {elsewhere[0]} not drawn", transform=a2.transAxes,
+                fontsize=7, color=MODEL)
     if point and point.get("measured") and point["block_size"] in sizes:
         i = sizes.index(point["block_size"])
         a2.plot([i], [point["measured"]["gbps"]], "o", ms=11, mfc="none", mec=NAIVE, mew=2,
                 label=f"block {point['block_size']} now")
-        a2.legend(loc="lower right")
     elif point and point["block_size"] in sizes:
-        a2.axvline(sizes.index(point["block_size"]), color=NAIVE, lw=1, ls=":")
+        a2.axvline(sizes.index(point["block_size"]), color=NAIVE, lw=1, ls=":",
+                   label=f"block {point['block_size']}")
     for ax in (a1, a2):
         ax.set_xticks(xs, [str(s) for s in sizes], rotation=60, fontsize=8)
         for lab, s in zip(ax.get_xticklabels(), sizes):
             if s % 32:  # not a whole number of warps
                 lab.set_color(NAIVE)
+        legend_below(ax, gap_pt=46, fontsize=8)
 
     # 3. the tail effect for the chosen block size (model)
     if point:
@@ -93,7 +106,7 @@ def block_size_figure(result: dict) -> Figure:
         a3.set_xlabel("grid size (full waves of blocks)")
         a3.set_ylabel("block slots used over the run (%)")
         a3.set_ylim(0, 110)
-        a3.legend(loc="lower right")
+        legend_below(a3, fontsize=8)
         title(a3, "Waves and the tail effect (model)", device)
     else:
         a3.set_axis_off()
