@@ -156,9 +156,11 @@ def test_reference_data_is_drawn_hollow_and_labelled(tmp_path, monkeypatch):
     # a reference panel is subtitled with the reference run, not with this machine
     assert fig.axes[1].get_title().endswith("reference: Test GPU, 2026-01-02")
     hist = ch4.histogram(n=1 << 12, check_first=False)
-    assert hist["reference"] and len(plot4.histogram_figure(hist).axes) == 2
+    fig = plot4.histogram_figure(hist)
+    assert len(fig.axes) == 2 and fig.axes[1].get_title().endswith("reference: Test GPU, 2026-01-02")
     div = ch4.divergence(n=1 << 12)
-    assert "Reference" in plot4.divergence_figure(div).axes[1].get_title()
+    title = plot4.divergence_figure(div).axes[1].get_title()
+    assert "Reference" in title and title.endswith("reference: Test GPU, 2026-01-02")
     red = ch4.reduction(n=1 << 12, min_time_s=0.01)
     fig = plot4.reduction_reference_figure(red)
     assert "reference data" in fig.axes[0].get_title()

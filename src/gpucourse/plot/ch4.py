@@ -135,7 +135,7 @@ def divergence_figure(result: dict) -> Figure:
     a1.invert_yaxis()
     a1.set_xlim(0, 125)
     a1.set_xlabel("lanes doing useful work (%)")
-    a1.legend(loc="upper right")
+    legend_below(a1, ncols=2, fontsize=8)
     title(a1, "Warp efficiency (model: each branch taken is one pass)", result["device"])
 
     measured = result.get("measured")
@@ -146,8 +146,8 @@ def divergence_figure(result: dict) -> Figure:
         hi = [1e3 * (p - m) for m, p in zip(measured["median_s"], measured["p80_s"])]
         a2.barh(ys, t, color=[NAIVE, MEASURED, OPTIMIZED][: len(t)], xerr=[lo, hi], capsize=3)
         fastest = min(t)
-        for y, v in zip(ys, t):
-            a2.annotate(f"{v:.3g} ms ({v / fastest:.2f}x)", (v, y), xytext=(4, 0),
+        for y, v, h in zip(ys, t, hi):
+            a2.annotate(f"{v:.3g} ms ({v / fastest:.2f}x)", (v + h, y), xytext=(4, 0),
                         textcoords="offset points", va="center", fontsize=8)
         a2.set_xlabel("median time per call (ms)")
         a2.set_xlim(0, max(t) * 1.45)
@@ -156,15 +156,21 @@ def divergence_figure(result: dict) -> Figure:
         r = refs[0]
         t = [1e3 * s for s in r["median_s"]]
         a2.barh(ys, t, fill=False, edgecolor=REFERENCE, hatch="//", label=r["label"])
+        fastest = min(t)
+        for y, v in zip(ys, t):
+            a2.annotate(f"{v:.3g} ms ({v / fastest:.2f}x)", (v, y), xytext=(4, 0),
+                        textcoords="offset points", va="center", fontsize=8)
         a2.set_xlabel("median time per call (ms)")
-        a2.legend(loc="lower right")
-        title(a2, "Reference measurement", result["device"])
+        a2.set_xlim(0, max(t) * 1.45)
+        legend_below(a2, fontsize=8)
+        size = f": n = {r['n']:,}, k = {r['k']}" if r.get("n") and r.get("k") else ""
+        title(a2, f"Reference measurement{size}", r["label"])
     else:
         passes = [result["model"][v]["passes"] for v in versions]
         a2.barh(ys, passes, fill=False, edgecolor=MODEL, hatch="//", label="model")
         a2.set_xlabel("branch passes per warp (relative time, model)")
         a2.set_xlim(0, 2.6)
-        a2.legend(loc="lower right")
+        legend_below(a2, fontsize=8)
         title(a2, "Time in the model: one pass per branch taken", result["device"])
     a2.set_yticks(list(ys), labels)
     a2.invert_yaxis()
@@ -229,26 +235,30 @@ def histogram_figure(result: dict) -> Figure:
     refs = result.get("reference", [])
     skews = result["skews"]
     xs = np.arange(len(skews))
-    if measured:
-        a2.bar(xs - 0.2, [1e3 * t for t in measured["v1_s"]], 0.4, color=NAIVE,
-               label="v1 global atomics")
-        a2.bar(xs + 0.2, [1e3 * t for t in measured["v2_s"]], 0.4, color=OPTIMIZED,
-               label="v2 shared privatized")
-        for x, t, s in zip(xs, measured["v2_s"], measured["speedup"]):
-            a2.annotate(f"{s:.1f}x faster", (x + 0.2, 1e3 * t), xytext=(0, 3),
+    if measured or refs:
+        r = measured or refs[0]
+        xs, skews = np.arange(len(r.get("skews", skews))), r.get("skews", skews)
+        style = ({} if measured else dict(fill=False, hatch="//"))
+        where = "measured" if measured else "reference"
+        v1, v2 = [1e3 * t for t in r["v1_s"]], [1e3 * t for t in r["v2_s"]]
+        a2.bar(xs - 0.2, v1, 0.4, **({"color": NAIVE} if measured else {"edgecolor": NAIVE}),
+               label=f"v1 global atomics ({where})", **style)
+        a2.bar(xs + 0.2, v2, 0.4, **({"color": OPTIMIZED} if measured else {"edgecolor": OPTIMIZED}),
+               label=f"v2 shared privatized ({where})", **style)
+        # v1 and v2 differ 100-fold: a log axis shows both, and every bar carries its time.
+        for x, a, b, sp in zip(xs, v1, v2, r["speedup"]):
+            a2.annotate(_ms(a), (x - 0.2, a), xytext=(0, 2), textcoords="offset points",
+                        ha="center", fontsize=8)
+            a2.annotate(f"{_ms(b)}\n{sp:.3g}x faster", (x + 0.2, b), xytext=(0, 2),
                         textcoords="offset points", ha="center", fontsize=8)
-        a2.set_ylabel("median time per call (ms)")
-        title(a2, f"Measured: {result['n']:,} elements", result["device"])
-    elif refs:
-        r = refs[0]
-        rx = np.arange(len(r["skews"]))
-        a2.bar(rx - 0.2, [1e3 * t for t in r["v1_s"]], 0.4, fill=False, edgecolor=NAIVE,
-               hatch="//", label=f"v1 global atomics ({r['label']})")
-        a2.bar(rx + 0.2, [1e3 * t for t in r["v2_s"]], 0.4, fill=False, edgecolor=OPTIMIZED,
-               hatch="//", label="v2 shared privatized (reference)")
-        a2.set_ylabel("median time per call (ms)")
-        xs, skews = rx, r["skews"]
-        title(a2, "Reference measurement", result["device"])
+        a2.set_yscale("log")
+        a2.set_ylim(min(v2) / 3, max(v1) * 6)
+        a2.set_ylabel("median time per call (ms, log scale)")
+        if measured:
+            title(a2, f"Measured: {result['n']:,} elements", result["device"])
+        else:
+            size = f": {r['n']:,} elements" if r.get("n") else ""
+            title(a2, f"Reference measurement{size}", r["label"])
     else:
         # No GPU: the longest chain of updates to one address, counted exactly.
         ch = result["chains"]
@@ -260,14 +270,18 @@ def histogram_figure(result: dict) -> Figure:
         a2.plot(xs + 0.2, [c["v2_longest_global_chain"] for c in ch], "v", color=OPTIMIZED,
                 label="v2: block totals added to the hottest global bin")
         a2.set_yscale("log")
-        a2.set_ylim(top=max(c["v1_longest_chain"] for c in ch) * 60)  # room for the legend
         a2.set_ylabel("longest chain of atomics on one address")
         title(a2, f"Contention counted for {result['chains_n']:,} elements (not a time)",
               result["device"])
     a2.set_xticks(xs, [f"skew {s:g}" for s in skews])
     a2.set_xlabel("data")
-    a2.legend(loc="upper left")
+    legend_below(a2, fontsize=8)
     return fig
+
+
+def _ms(v: float) -> str:
+    """A time given in ms, in µs below one ms."""
+    return f"{v:.3g} ms" if v >= 1 else f"{1e3 * v:.3g} µs"
 
 
 # --------------------------------------------------------------------------- reduction
