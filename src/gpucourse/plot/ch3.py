@@ -56,7 +56,9 @@ def concept(stages: int = 4, microbatches: Sequence[int] = (1, 4)):
         ax.axvline(ideal, color=CEILING, ls="--", lw=1.0,
                    label="no bubble: only each device's own work" if ax is axes[0] else None)
     axes[-1].set_xlabel("time (units of one stage's forward pass over the whole batch)")
-    axes[0].legend(loc="upper right", ncols=3, fontsize=7)
+    # Below the panels: inside the first one it hid device 0's backward pass.
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize=7)
     fig.suptitle(f"Pipeline parallelism over {stages} devices, GPipe schedule (model)",
                  fontsize=11)
     return fig

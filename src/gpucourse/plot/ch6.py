@@ -9,7 +9,8 @@ from matplotlib.patches import Rectangle
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from .. import reference, specs
-from . import CEILING, MEASURED, MODEL, NAIVE, OPTIMIZED, REFERENCE, new_figure, title
+from . import (CEILING, MEASURED, MODEL, NAIVE, OPTIMIZED, REFERENCE, legend_below, new_figure,
+               title)
 
 PRECISION_COLOURS = {"fp32": MEASURED, "tf32": "#17becf", "fp16": "#ff7f0e", "bf16": OPTIMIZED,
                      "int8": "#9467bd", "fp8_e4m3": "#8c564b", "fp8_e5m2": "#e377c2"}
@@ -49,7 +50,6 @@ def formats_figure(rows: list[dict], device: str | None = None) -> Figure:
     a1.invert_yaxis()
     a1.set_xlabel("magnitude, log10 (a value of 1e-8 is at -8)")
     a1.set_xlim(-48, 48)
-    a1.legend(loc="lower left", fontsize=7)
     title(a1, "Range of each format (positive values)", device or "exact: from the formats' bit layouts")
     eps = [r["spacing at 1 (eps)"] for r in rows]
     names = [r["format"] for r in rows]
@@ -64,8 +64,11 @@ def formats_figure(rows: list[dict], device: str | None = None) -> Figure:
     a2.set_yticks(yy, names)
     a2.invert_yaxis()
     a2.set_xlabel("gap after 1.0 (eps, unitless)")
-    a2.legend(loc="lower right", fontsize=7)
     title(a2, "Precision: gap to the next number", "exact: from the formats' bit layouts")
+    # One legend below both panels: inside, it hid int8's bar and its note.
+    handles = [h for ax in (a1, a2) for h in ax.get_legend_handles_labels()[0]]
+    labels = [lab for ax in (a1, a2) for lab in ax.get_legend_handles_labels()[1]]
+    fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize=7)
     return fig
 
 
@@ -228,7 +231,7 @@ def amp_figure(result: dict, model_gpu: str | None = None) -> Figure:
         a1.set_yscale("log")
     else:
         a1.set_ylim(0, top * 1.2)
-    a1.legend(fontsize=7)
+    legend_below(a1, fontsize=7)
     title(a1, f"Training step, {result['tokens']} tokens x d={result['d']}", result["device"])
 
     # 2. speed-up vs fp32: measured here, reference GPUs (hollow), peak ratio (model)
@@ -250,10 +253,13 @@ def amp_figure(result: dict, model_gpu: str | None = None) -> Figure:
                 label=f"peak ratio, {g.key} (model)")
     a2.axhline(1.0, color=CEILING, ls="--", lw=1, label="fp32 = 1")
     a2.set_yscale("log")
-    a2.set_ylim(min([sp[n] for n in names] + [1.0]) / 2, None)
+    # Room above the tallest bar or marker for its note; the legend goes below the panel.
+    tallest = max(v for line in a2.get_lines() for v in line.get_ydata()) if a2.get_lines() else 1
+    tallest = max([tallest] + [b.get_height() for b in a2.patches])
+    a2.set_ylim(min([sp[n] for n in names] + [1.0]) / 2, tallest * 2)
     a2.set_xticks(xs, names)
     a2.set_ylabel("speed-up over fp32 (x, log scale)")
-    a2.legend(fontsize=7)
+    legend_below(a2, fontsize=7)
     lo, hi = a2.get_ylim()
     a2.set_yticks([t for t in (0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 100) if lo <= t <= hi])
     a2.yaxis.set_major_formatter(ScalarFormatter())
@@ -272,7 +278,7 @@ def amp_figure(result: dict, model_gpu: str | None = None) -> Figure:
     a3.axhline(mem[0], color=CEILING, ls=":", lw=1, label="fp32 measured")
     a3.set_xticks(xs, names)
     a3.set_ylabel("memory of a training step (MB)")
-    a3.legend(fontsize=7)
+    legend_below(a3, fontsize=7)
     title(a3, "Memory: " + ("peak allocated" if result["backend"] == "cuda" else
                             "tensors counted"), result["device"])
     return fig
