@@ -8,8 +8,8 @@ from matplotlib.figure import Figure
 from ..bench import format_bytes as _fmt_bytes, format_time as _fmt_s
 from .. import reference as _reference
 from ..bench import Timing, Timings
-from . import (CEILING, MEASURED, MODEL, NAIVE, OPTIMIZED, REFERENCE, new_figure, same_gpu,
-               title)
+from . import (CEILING, MEASURED, MODEL, NAIVE, OPTIMIZED, REFERENCE, legend_below, new_figure,
+               same_gpu, title)
 
 H2D, COMPUTE = "#ff7f0e", OPTIMIZED
 
@@ -254,8 +254,11 @@ def transpose_figure(result: dict, reference_rows=None) -> Figure:
                         label="reference data" if y == 0 else None)
             else:
                 ax.barh(y, gbps[v], color=colours[v])
+            # On a white box: the ceiling lines pass just right of the fastest bars.
             ax.annotate(f"{gbps[v]:.0f} GB/s ({100 * gbps[v] / ceiling:.0f}% of copy)", (gbps[v], y),
-                        xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
+                        xytext=(4, 0), textcoords="offset points", va="center", fontsize=8,
+                        zorder=5, bbox=dict(boxstyle="square,pad=0.1", fc="white", ec="none",
+                                            alpha=0.85))
         ax.axvline(ceiling, color=CEILING, ls="--", lw=1.2,
                    label=f"ceiling: {ceiling_label}, {ceiling:.0f} GB/s")
         if REF_LABEL in gbps:
@@ -263,7 +266,7 @@ def transpose_figure(result: dict, reference_rows=None) -> Figure:
                        label=f"{REF_LABEL}, {gbps[REF_LABEL]:.0f} GB/s")
         ax.set_yticks(range(3), versions)
         ax.set_xlim(0, max(gbps.values()) * 1.45)
-        ax.legend(loc="upper right", fontsize=7)
+        legend_below(ax, fontsize=7)
     else:
         ax.set_yticks([])
         ax.text(0.5, 0.5, "no GPU here and no reference measurement\nof the transpose in the "
@@ -277,13 +280,14 @@ def transpose_figure(result: dict, reference_rows=None) -> Figure:
     ax2.bar(range(3), ways, color=[colours[v] for v in versions], alpha=0.35, edgecolor="black",
             ls="--")
     for i, (v, w) in enumerate(zip(versions, ways)):
-        ax2.annotate("no shared\nmemory" if w == 0 else f"{w}-way", (i, w), xytext=(0, 3),
-                     textcoords="offset points", ha="center", fontsize=8)
+        # Above the conflict-free line, which would otherwise run through a note at the bottom.
+        ax2.annotate("no shared\nmemory" if w == 0 else f"{w}-way", (i, max(w, 1)), xytext=(0, 3),
+                     textcoords="offset points", ha="center", va="bottom", fontsize=8)
     ax2.axhline(1, color=CEILING, ls=":", lw=1.2, label="conflict-free (1 wavefront)")
     ax2.set_xticks(range(3), versions)
     ax2.set_ylabel("worst bank conflict (n-way)")
     ax2.set_ylim(0, max(ways + [1]) * 1.3)
-    ax2.legend(loc="upper left", fontsize=7)
+    legend_below(ax2, fontsize=7)
     title(ax2, "Shared-memory bank conflicts (model)", "addresses traced on the emulator")
     return fig
 
