@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
+from .. import models
 from ..bench import Timing, Timings
 from . import (CEILING, MEASURED, MODEL, NAIVE, OPTIMIZED, PALETTE, REFERENCE, ladder,
                new_figure, sweep, title)
@@ -220,6 +221,7 @@ def precision_figure(model: dict, measured: dict | None = None,
                 label=f"{p} (model, {model['gpu']})")
         ax.axhline(model["peak_tflops"][p], color=color, ls=":", lw=1)
     ax.plot([], [], ":", color=CEILING, lw=1, label="datasheet peaks (dotted)")
+    ax.plot([], [], " ", label=f"model = {models.LAUNCH_OVERHEAD_S * 1e6:g} µs launch + roofline time")
     order = list(model["tflops"])
     for r in reference or []:
         v = r["value"]
