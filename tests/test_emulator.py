@@ -190,6 +190,94 @@ def test_votes_over_full_and_partial_warps():
         assert (allv[32 * w:32 * w + lanes] == int(p.all())).all()
 
 
+MIXED_MASKS = build(r"""
+// Partial-mask warp functions between full-warp ones: each must see exactly its own lanes.
+extern "C" __global__ void mixed(const int* x, int* out) {
+  const int lane = threadIdx.x & 31;
+  int* o = out + 6 * threadIdx.x;
+  int v = x[threadIdx.x];
+  if (lane < 16) v = __shfl_down_sync(0x0000ffffu, v, 1, 16);
+  v = __shfl_sync(0xffffffffu, v, (lane + 7) & 31);
+  o[0] = v;
+  if (lane & 1) o[1] = __ballot_sync(0xaaaaaaaau, v > 40);
+  else o[1] = __ballot_sync(0x55555555u, v > 60);
+  o[2] = __ballot_sync(0xffffffffu, v & 1);
+  if (lane >= 16) v += __shfl_up_sync(0xffff0000u, v, 3, 16);
+  else if (lane < 4) v += __shfl_xor_sync(0x0000000fu, v, 2);
+  v = __shfl_xor_sync(0xffffffffu, v, 31);
+  o[3] = v;
+  if (lane < 24) o[4] = __all_sync(0x00ffffffu, v > 0) + 2 * __any_sync(0x00ffffffu, v > 150);
+  else o[4] = __all_sync(0xff000000u, v > 0) + 2 * __any_sync(0xff000000u, v > 150);
+  __syncwarp(lane < 8 ? 0x000000ffu : 0xffffff00u);
+  o[5] = __shfl_sync(0xffffffffu, v, 0);
+}
+
+// NVIDIA's warp-aggregated atomics in a grid-stride loop: the ballot of one pass meets
+// lanes that skipped the previous pass's partial-mask shuffle.
+extern "C" __global__ void filter_positive(const int* x, int* out, int* count, int n) {
+  const int lane = threadIdx.x & 31;
+  for (int base = blockIdx.x * blockDim.x; base < n; base += blockDim.x * gridDim.x) {
+    const int i = base + threadIdx.x;
+    const int pred = i < n && x[i] > 0;
+    const unsigned active = __ballot_sync(0xffffffffu, pred);
+    if (pred) {
+      const int leader = __ffs(active) - 1;
+      int first = 0;
+      if (lane == leader) first = atomicAdd(count, __popc(active));
+      first = __shfl_sync(active, first, leader);
+      out[first + __popc(active & ((1u << lane) - 1))] = x[i];
+    }
+  }
+}
+""", "mixed_masks")
+
+
+def mixed_masks_reference(x):
+    """What CUDA defines for MIXED_MASKS.mixed, warp by warp."""
+    out = np.zeros((x.size, 6), np.int64)
+    lanes = np.arange(32)
+    for w in range(x.size // 32):
+        v = x[32 * w:32 * w + 32].astype(np.int64).copy()
+        v[:16] = np.where(lanes[:16] + 1 < 16, v[(lanes[:16] + 1) % 16], v[:16])
+        v = v[(lanes + 7) & 31]
+        o = out[32 * w:32 * w + 32]
+        o[:, 0] = v
+        for parity, limit in ((1, 40), (0, 60)):
+            group = lanes[lanes % 2 == parity]
+            o[group, 1] = sum(1 << int(g) for g in group if v[g] > limit)
+        o[:, 2] = sum(1 << int(g) for g in lanes if v[g] & 1)
+        new = v.copy()
+        for lane in range(16, 32):
+            if lane - 3 >= 16:
+                new[lane] += v[lane - 3]
+            else:
+                new[lane] += v[lane]
+        for lane in range(4):
+            new[lane] += v[lane ^ 2]
+        v = new[lanes ^ 31]
+        o[:, 3] = v
+        for group in (lanes[:24], lanes[24:]):
+            o[group, 4] = int((v[group] > 0).all()) + 2 * int((v[group] > 150).any())
+        o[:, 5] = v[0]
+    return out.astype(np.int32)
+
+
+def test_partial_mask_warp_functions_do_not_disturb_the_next_full_warp_call():
+    x = np.random.default_rng(12).integers(1, 100, 96).astype(np.int32)
+    out = np.zeros(6 * 96, np.int32)
+    MIXED_MASKS.mixed(1, 96, (x, out), race_check=True)  # three thread orders agree
+    np.testing.assert_array_equal(out.reshape(96, 6), mixed_masks_reference(x))
+
+
+def test_warp_aggregated_atomics_in_a_grid_stride_loop():
+    x = np.random.default_rng(13).integers(-5, 5, 300).astype(np.int32)
+    out = np.full(300, -99, np.int32)
+    count = np.zeros(1, np.int32)
+    MIXED_MASKS.filter_positive(2, 64, (x, out, count, np.int32(x.size)))
+    assert count[0] == (x > 0).sum()
+    np.testing.assert_array_equal(np.sort(out[:count[0]]), np.sort(x[x > 0]))
+
+
 @pytest.mark.parametrize("fill", ["random", "ones"])
 def test_syncthreads_count_and_or(fill):
     n = 100

@@ -85,8 +85,13 @@ extern "C" {
 GCEMU_HIDDEN int __gcemu_block_barrier(int pred);  // returns the round's slot for the *_count/and/or results
 GCEMU_HIDDEN int __gcemu_barrier_result(int slot, int kind);
 GCEMU_HIDDEN void __gcemu_syncwarp(unsigned mask);
-GCEMU_HIDDEN const uint64_t* __gcemu_exchange(unsigned mask, uint64_t value, const char* what,
-                                              unsigned* members, int* lane);
+// A warp function's result for one lane: the value it read (valid: from a lane of its
+// group), the lanes of its group, and the ballot of their values (votes).
+struct GcemuWarpResult { uint64_t value; unsigned members, ballot; int valid; };
+enum { GCEMU_SHFL_IDX, GCEMU_SHFL_UP, GCEMU_SHFL_DOWN, GCEMU_SHFL_XOR, GCEMU_VOTE };
+// Points to the calling thread's result, which stays until its next warp function.
+GCEMU_HIDDEN const GcemuWarpResult* __gcemu_exchange(unsigned mask, uint64_t value, int mode,
+                                                     int arg, int width, const char* what);
 GCEMU_HIDDEN void __gcemu_fail(const char* what) __attribute__((noreturn));
 GCEMU_HIDDEN void __gcemu_assert_fail(const char* expr, const char* file, int line) __attribute__((noreturn));
 GCEMU_HIDDEN int __gcemu_printf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -117,8 +122,8 @@ static inline void __trap(void) { __gcemu_fail("__trap() was called"); }
 static inline void __brkpt(void) { __gcemu_fail("__brkpt() was called"); }
 
 // ---------------------------------------------------------------- warp functions
-// Every lane writes its value to its warp's exchange slot, waits until all lanes named in
-// the mask have done so, then reads its partner's slot.
+// Every lane brings its value to the warp function and waits until all lanes named in the
+// mask have made the same call; the runtime then hands each lane its partner's value.
 template <class T>
 static inline uint64_t __gcemu_bits(T v) {
   static_assert(std::is_trivially_copyable<T>::value && sizeof(T) <= 8,
@@ -128,54 +133,38 @@ static inline uint64_t __gcemu_bits(T v) {
   return b;
 }
 
-enum { __GCEMU_IDX, __GCEMU_UP, __GCEMU_DOWN, __GCEMU_XOR };
-
 template <class T>
 static inline T __gcemu_shfl(const char* what, int mode, unsigned mask, T var, int arg, int width) {
   if (width < 1 || width > 32 || (width & (width - 1)))
     __gcemu_fail("the width of a warp shuffle must be a power of 2 from 1 to 32");
-  unsigned members;
-  int lane;
-  const uint64_t* slot = __gcemu_exchange(mask, __gcemu_bits(var), what, &members, &lane);
-  const int base = lane & ~(width - 1);
-  int src;
-  switch (mode) {
-    case __GCEMU_IDX: src = base + (arg & (width - 1)); break;
-    case __GCEMU_UP: src = lane - arg; if (src < base) return var; break;
-    case __GCEMU_DOWN: src = lane + arg; if (src >= base + width) return var; break;
-    default: src = lane ^ arg; if (src >= base + width) return var; break;
-  }
-  // A lane that does not exist or does not take part: keep one's own value.
-  if (src < 0 || src > 31 || !((members >> src) & 1u)) return var;
+  const GcemuWarpResult* r = __gcemu_exchange(mask, __gcemu_bits(var), mode, arg, width, what);
+  if (!r->valid) return var;  // a lane that does not take part: keep one's own value
   T out;
-  memcpy(&out, &slot[src], sizeof(T));
+  memcpy(&out, &r->value, sizeof(T));
   return out;
 }
 
 template <class T>
 static inline T __shfl_sync(unsigned mask, T var, int srcLane, int width = 32) {
-  return __gcemu_shfl("__shfl_sync", __GCEMU_IDX, mask, var, srcLane, width);
+  return __gcemu_shfl("__shfl_sync", GCEMU_SHFL_IDX, mask, var, srcLane, width);
 }
 template <class T>
 static inline T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = 32) {
-  return __gcemu_shfl("__shfl_up_sync", __GCEMU_UP, mask, var, (int)delta, width);
+  return __gcemu_shfl("__shfl_up_sync", GCEMU_SHFL_UP, mask, var, (int)delta, width);
 }
 template <class T>
 static inline T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = 32) {
-  return __gcemu_shfl("__shfl_down_sync", __GCEMU_DOWN, mask, var, (int)delta, width);
+  return __gcemu_shfl("__shfl_down_sync", GCEMU_SHFL_DOWN, mask, var, (int)delta, width);
 }
 template <class T>
 static inline T __shfl_xor_sync(unsigned mask, T var, int laneMask, int width = 32) {
-  return __gcemu_shfl("__shfl_xor_sync", __GCEMU_XOR, mask, var, laneMask, width);
+  return __gcemu_shfl("__shfl_xor_sync", GCEMU_SHFL_XOR, mask, var, laneMask, width);
 }
 
 static inline unsigned __gcemu_vote(const char* what, unsigned mask, int pred, unsigned* members) {
-  int lane;
-  const uint64_t* slot = __gcemu_exchange(mask, pred != 0, what, members, &lane);
-  unsigned r = 0;
-  for (int i = 0; i < 32; i++)
-    if (((*members >> i) & 1u) && slot[i]) r |= 1u << i;
-  return r;
+  const GcemuWarpResult* r = __gcemu_exchange(mask, pred != 0, GCEMU_VOTE, 0, 32, what);
+  *members = r->members;
+  return r->ballot;
 }
 static inline unsigned __ballot_sync(unsigned mask, int pred) {
   unsigned m;

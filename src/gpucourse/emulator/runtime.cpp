@@ -63,16 +63,22 @@ struct Fiber {
   unsigned rank;       // linear index in the block
   int pos;             // position in this block's run order
   int state;
-  unsigned parity;     // half of the warp's exchange slots the next exchange writes
-  unsigned wait_mask;  // lanes the warp function it waits in needs
+  int wait_kind;       // WARP_SYNC or WARP_EXCHANGE: the kind of warp function it waits in
+  unsigned wait_mask;  // the mask of the warp function it waits in
   const char* what;    // what it waits in, for deadlock messages
+  GcemuWarpResult result;  // of its last warp function
 };
+
+// Warp functions: __syncwarp, and exchanges (shuffles, votes), which move values.
+enum { WARP_SYNC = 1, WARP_EXCHANGE = 2 };
 
 struct Warp {
   unsigned exists;   // lanes present (the last warp of a block may be partial)
   unsigned waiting;  // lanes waiting in a warp function
   unsigned done;     // lanes that have returned
-  uint64_t slot[2][32];
+  // What each waiting lane brought to its exchange: its value and the lane it reads.
+  uint64_t value[32];
+  uint8_t src[32];
 };
 
 // Set by a tool linked into the build (the race detector), else NULL; see cuda_emu.h.
@@ -258,14 +264,20 @@ __attribute__((noreturn)) static void report_deadlock(void) {
              g_kernel, nb, blockIdx.x, blockIdx.y, blockIdx.z, g_done);
   } else if (nb == 0) {
     const unsigned wi = fw->rank >> 5;
-    const Warp* w = &g_warp[wi];
+    const Fiber* base = &g_fiber[wi * 32];
+    unsigned group = 0;  // the lanes waiting in the same call as fw
+    for (unsigned m = g_warp[wi].waiting; m; m &= m - 1) {
+      const Fiber* g = &base[__builtin_ctz(m)];
+      if (g->wait_mask == fw->wait_mask && g->wait_kind == fw->wait_kind)
+        group |= 1u << __builtin_ctz(m);
+    }
     char missing[160];
-    lane_list(fw->wait_mask & ~w->waiting, missing, sizeof missing);
+    lane_list(fw->wait_mask & ~group, missing, sizeof missing);
     snprintf(g_message, sizeof g_message,
              "kernel %s: %d lanes of warp %u in block (%u,%u,%u) wait in %s for lanes %s, which "
-             "never called it (they returned, or wait in another call); every lane named in the "
-             "mask must make the same call",
-             g_kernel, __builtin_popcount(w->waiting), wi, blockIdx.x, blockIdx.y, blockIdx.z,
+             "never called it (they returned, or wait in another call or with another mask); "
+             "every lane named in the mask must make the same call with the same mask",
+             g_kernel, __builtin_popcount(group), wi, blockIdx.x, blockIdx.y, blockIdx.z,
              fw->what, missing);
   } else {
     snprintf(g_message, sizeof g_message,
@@ -340,45 +352,86 @@ extern "C" int __gcemu_barrier_result(int s, int kind) {
   return kind == 0 ? g_bar_count[s] : kind == 1 ? g_bar_and[s] : g_bar_or[s];
 }
 
-static void warp_wait(Warp* w, unsigned bit, unsigned members, const char* what) {
-  w->waiting |= bit;
-  if ((w->waiting & members) == members) {
-    w->waiting &= ~members;
-    if (__gcemu_sync_hook) __gcemu_sync_hook(GCEMU_SYNC_WARP, members);
-    Fiber* base = &g_fiber[g_cur->rank & ~31u];
-    for (unsigned m = members & ~bit; m; m &= m - 1) base[__builtin_ctz(m)].state = READY;
+// Completes the warp function that `members` wait in (the running thread among them or
+// not): each exchange result comes from the values of exactly these lanes, taken now.
+static void warp_complete(Warp* w, Fiber* base, unsigned members, int kind) {
+  w->waiting &= ~members;
+  if (kind == WARP_EXCHANGE) {
+    unsigned ballot = 0;
+    for (unsigned m = members; m; m &= m - 1) {
+      const int l = __builtin_ctz(m);
+      ballot |= (unsigned)(w->value[l] != 0) << l;
+    }
+    for (unsigned m = members; m; m &= m - 1) {
+      const int l = __builtin_ctz(m), s = w->src[l];
+      GcemuWarpResult* r = &base[l].result;
+      r->value = w->value[s];
+      r->valid = (int)((members >> s) & 1u);
+      r->members = members;
+      r->ballot = ballot;
+    }
+  }
+  if (__gcemu_sync_hook) __gcemu_sync_hook(GCEMU_SYNC_WARP, members);
+  for (unsigned m = members; m; m &= m - 1) {
+    Fiber* g = &base[__builtin_ctz(m)];
+    if (g != g_cur) g->state = READY;
+  }
+}
+
+// Whether every lane of `others` waits in a warp function of this kind and mask.
+static inline int warp_group_here(const Warp* w, const Fiber* base, unsigned others,
+                                  unsigned mask, int kind) {
+  if ((w->waiting & others) != others) return 0;
+  for (unsigned m = others; m; m &= m - 1) {
+    const Fiber* g = &base[__builtin_ctz(m)];
+    if (g->wait_mask != mask || g->wait_kind != kind) return 0;
+  }
+  return 1;
+}
+
+// The running thread calls a warp function with `mask`; it returns once every lane of the
+// mask has made the same call (same kind, same mask).
+static void warp_call(unsigned mask, int kind, const char* what) {
+  Fiber* f = g_cur;
+  Warp* w = &g_warp[f->rank >> 5];
+  Fiber* base = &g_fiber[f->rank & ~31u];
+  const unsigned bit = 1u << (f->rank & 31);
+  const unsigned m = (mask | bit) & w->exists;
+  if (warp_group_here(w, base, m & ~bit, m, kind)) {
+    warp_complete(w, base, m, kind);
     return;
   }
-  Fiber* f = g_cur;
+  w->waiting |= bit;
   f->state = WAIT_WARP;
+  f->wait_kind = kind;
+  f->wait_mask = m;
   f->what = what;
-  f->wait_mask = members;
   run_next();
 }
 
-extern "C" void __gcemu_syncwarp(unsigned mask) {
-  Fiber* f = g_cur;
-  Warp* w = &g_warp[f->rank >> 5];
-  const unsigned bit = 1u << (f->rank & 31);
-  warp_wait(w, bit, (mask | bit) & w->exists, "__syncwarp()");
-}
+extern "C" void __gcemu_syncwarp(unsigned mask) { warp_call(mask, WARP_SYNC, "__syncwarp()"); }
 
-extern "C" const uint64_t* __gcemu_exchange(unsigned mask, uint64_t value, const char* what,
-                                             unsigned* members, int* lane_out) {
+extern "C" const GcemuWarpResult* __gcemu_exchange(unsigned mask, uint64_t value, int mode,
+                                                    int arg, int width, const char* what) {
   Fiber* f = g_cur;
   const int lane = (int)(f->rank & 31);
   Warp* w = &g_warp[f->rank >> 5];
-  const unsigned bit = 1u << lane;
-  // Two halves of slots, used in turn: a lane can only start the exchange after next once
-  // every lane has passed the next one, so has read this one.
-  const unsigned p = f->parity;
-  f->parity ^= 1u;
-  w->slot[p][lane] = value;
-  const unsigned m = (mask | bit) & w->exists;
-  warp_wait(w, bit, m, what);
-  *members = m;
-  *lane_out = lane;
-  return w->slot[p];
+  // The lane it reads, by CUDA's rules; one outside its group of `width` lanes keeps its
+  // own value.
+  const int base = lane & ~(width - 1);
+  int src;
+  switch (mode) {
+    case GCEMU_SHFL_IDX: src = base + (arg & (width - 1)); break;
+    case GCEMU_SHFL_UP: src = lane - arg < base ? lane : lane - arg; break;
+    case GCEMU_SHFL_DOWN: src = lane + arg >= base + width ? lane : lane + arg; break;
+    case GCEMU_SHFL_XOR: src = (lane ^ arg) >= base + width || (lane ^ arg) < 0 ? lane : lane ^ arg; break;
+    default: src = lane; break;  // a vote
+  }
+  if (src < 0 || src > 31) src = lane;
+  w->value[lane] = value;
+  w->src[lane] = (uint8_t)src;
+  warp_call(mask, WARP_EXCHANGE, what);
+  return &f->result;
 }
 
 extern "C" unsigned __gcemu_thread_rank(void) { return g_cur ? g_cur->rank : 0u; }
@@ -583,7 +636,6 @@ static void run_block(int order, uint64_t* rng, unsigned dyn_shared) {
   for (int i = 0; i < n; i++) {
     Fiber* f = &g_fiber[i];
     f->state = READY;
-    f->parity = 0;
     prepare_fiber(f, i);
   }
   for (int w = 0; w < (n + 31) / 32; w++) g_warp[w].waiting = g_warp[w].done = 0;
