@@ -278,6 +278,50 @@ def test_warp_aggregated_atomics_in_a_grid_stride_loop():
     np.testing.assert_array_equal(np.sort(out[:count[0]]), np.sort(x[x > 0]))
 
 
+RETURNED_LANES = build(r"""
+extern "C" __global__ void after_return(const int* x, unsigned* ballot, int* votes, int* shfl,
+                                        float* fshfl, double* dshfl, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;                          // the tail of the last warp returns
+  const int lane = threadIdx.x & 31;
+  ballot[i] = __ballot_sync(0xffffffffu, x[i] > 0);
+  votes[i] = __all_sync(0xffffffffu, x[i] > 0) + 2 * __any_sync(0xffffffffu, x[i] > 5);
+  __syncwarp();
+  shfl[i] = __shfl_down_sync(0xffffffffu, x[i], 4);
+  fshfl[i] = __shfl_xor_sync(0xffffffffu, (float)x[i], 16);
+  dshfl[i] = __shfl_sync(0xffffffffu, (double)x[i], lane + 1);
+}
+""", "returned_lanes")
+
+
+@pytest.mark.parametrize("block", [64, 48])  # the tail of a warp returns, or does not exist
+def test_warp_functions_skip_returned_lanes_and_poison_reads_from_them(block):
+    n = 40
+    x = np.random.default_rng(14).integers(0, 10, block).astype(np.int32)
+    ballot = np.zeros(block, np.uint32)
+    votes, shfl = np.zeros(block, np.int32), np.zeros(block, np.int32)
+    fshfl, dshfl = np.zeros(block, np.float32), np.zeros(block)
+    RETURNED_LANES.after_return(1, block, (x, ballot, votes, shfl, fshfl, dshfl, np.int32(n)))
+    for w in range(2):
+        lanes = np.arange(32 * w, min(n, 32 * w + 32))  # the lanes that did not return
+        p = x[lanes]
+        assert (ballot[lanes] == sum(1 << (int(k) % 32) for k in lanes[p > 0])).all()
+        assert (votes[lanes] == int((p > 0).all()) + 2 * int((p > 5).any())).all()
+    lanes = np.arange(n)
+    down, xor, idx = lanes + 4, lanes ^ 16, lanes + 1
+    down = np.where(down % 32 < lanes % 32, lanes, down)   # past the warp: one's own value
+    ok = down < n
+    np.testing.assert_array_equal(shfl[:n][ok], x[down[ok]])
+    assert (shfl[:n][~ok] > 2**30).all(), "an int read from a returned lane is poison"
+    ok = xor < n
+    np.testing.assert_array_equal(fshfl[:n][ok], x[xor[ok]])
+    assert np.isnan(fshfl[:n][~ok]).all() and (~ok).sum() == 8
+    idx = 32 * (lanes // 32) + idx % 32
+    ok = idx < n
+    np.testing.assert_array_equal(dshfl[:n][ok], x[idx[ok]])
+    assert np.isnan(dshfl[:n][~ok]).all()
+
+
 @pytest.mark.parametrize("fill", ["random", "ones"])
 def test_syncthreads_count_and_or(fill):
     n = 100
@@ -423,6 +467,11 @@ extern "C" __global__ void shuffle_after_return(float* x, int n) {
   x[threadIdx.x] = __shfl_down_sync(0xffffffff, x[threadIdx.x], 1);
 }
 
+extern "C" __global__ void shuffle_against_syncwarp(float* x, int n) {
+  if ((threadIdx.x & 31) < n) x[threadIdx.x] = __shfl_down_sync(0xffffffff, x[threadIdx.x], 1);
+  else __syncwarp();
+}
+
 extern "C" __global__ void divergent_barrier(float* x, int n) {
   if (threadIdx.x < 16) __syncthreads(); else __syncwarp();
   x[threadIdx.x] = 2.0f;
@@ -463,10 +512,19 @@ def test_a_barrier_that_returned_threads_never_reach_is_reported():
         FAULTY.early_return(1, 64, (x, np.int32(40)))
 
 
+def test_a_warp_shuffle_needs_only_the_lanes_that_have_not_returned():
+    # As in CUDA: returned lanes are not waited for; reading one gives an undefined value.
+    x = np.ones(64, np.float32)
+    FAULTY.shuffle_after_return(1, 64, (x, np.int32(40)))
+    assert (x[:39] == 1).all() and (x[40:] == 1).all()
+    assert np.isnan(x[39]), "lane 7 of warp 1 read lane 8, which had returned"
+
+
 def test_a_warp_shuffle_missing_lanes_is_reported():
     x = np.ones(64, np.float32)
-    with pytest.raises(KernelError, match=r"8 lanes of warp 1 .* __shfl_down_sync for lanes 8-31"):
-        FAULTY.shuffle_after_return(1, 64, (x, np.int32(40)))
+    with pytest.raises(KernelError, match=r"8 lanes of warp 0 .* __shfl_down_sync for lanes "
+                                          r"8-31, which wait in another call"):
+        FAULTY.shuffle_against_syncwarp(1, 64, (x, np.int32(8)))
 
 
 def test_a_barrier_in_a_divergent_branch_is_reported():

@@ -123,7 +123,10 @@ static inline void __brkpt(void) { __gcemu_fail("__brkpt() was called"); }
 
 // ---------------------------------------------------------------- warp functions
 // Every lane brings its value to the warp function and waits until all lanes named in the
-// mask have made the same call; the runtime then hands each lane its partner's value.
+// mask have made the same call (lanes that have returned excepted, as in CUDA); the runtime
+// then hands each lane its partner's value. Reading a lane that does not take part is
+// undefined in CUDA: it gives a poison here (NaN for floats, a large number for integers),
+// so that a kernel relying on it computes a visibly wrong answer.
 template <class T>
 static inline uint64_t __gcemu_bits(T v) {
   static_assert(std::is_trivially_copyable<T>::value && sizeof(T) <= 8,
@@ -138,9 +141,10 @@ static inline T __gcemu_shfl(const char* what, int mode, unsigned mask, T var, i
   if (width < 1 || width > 32 || (width & (width - 1)))
     __gcemu_fail("the width of a warp shuffle must be a power of 2 from 1 to 32");
   const GcemuWarpResult* r = __gcemu_exchange(mask, __gcemu_bits(var), mode, arg, width, what);
-  if (!r->valid) return var;  // a lane that does not take part: keep one's own value
+  // 0x7ffbadbd: a quiet NaN as a float (and, repeated, as a double), 2147200445 as an int.
+  const uint64_t poison = 0x7ffbadbd7ffbadbdULL;
   T out;
-  memcpy(&out, &r->value, sizeof(T));
+  memcpy(&out, r->valid ? &r->value : &poison, sizeof(T));
   return out;
 }
 

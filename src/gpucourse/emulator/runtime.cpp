@@ -64,7 +64,7 @@ struct Fiber {
   int pos;             // position in this block's run order
   int state;
   int wait_kind;       // WARP_SYNC or WARP_EXCHANGE: the kind of warp function it waits in
-  unsigned wait_mask;  // the mask of the warp function it waits in
+  unsigned wait_mask;  // the mask of the warp function it waits in (its own lane added)
   const char* what;    // what it waits in, for deadlock messages
   GcemuWarpResult result;  // of its last warp function
 };
@@ -272,11 +272,11 @@ __attribute__((noreturn)) static void report_deadlock(void) {
         group |= 1u << __builtin_ctz(m);
     }
     char missing[160];
-    lane_list(fw->wait_mask & ~group, missing, sizeof missing);
+    lane_list(fw->wait_mask & ~group & ~g_warp[wi].done, missing, sizeof missing);
     snprintf(g_message, sizeof g_message,
              "kernel %s: %d lanes of warp %u in block (%u,%u,%u) wait in %s for lanes %s, which "
-             "never called it (they returned, or wait in another call or with another mask); "
-             "every lane named in the mask must make the same call with the same mask",
+             "wait in another call or with another mask; every lane named in the mask that has "
+             "not returned must make the same call with the same mask",
              g_kernel, __builtin_popcount(group), wi, blockIdx.x, blockIdx.y, blockIdx.z,
              fw->what, missing);
   } else {
@@ -308,11 +308,16 @@ static void run_next(void) {
   report_deadlock();
 }
 
+static void warp_lane_returned(Warp* w, Fiber* base, unsigned bit);
+
 extern "C" GCEMU_HIDDEN void gcemu_fiber_main(void) {
   g_entry(g_args);
   Fiber* f = g_cur;
   f->state = DONE;
-  g_warp[f->rank >> 5].done |= 1u << (f->rank & 31);
+  Warp* w = &g_warp[f->rank >> 5];
+  const unsigned bit = 1u << (f->rank & 31);
+  w->done |= bit;
+  if (w->waiting) warp_lane_returned(w, &g_fiber[f->rank & ~31u], bit);
   if (++g_done == g_n) leave_to_main();
   run_next();
   abort();  // a finished fiber is never resumed
@@ -353,7 +358,8 @@ extern "C" int __gcemu_barrier_result(int s, int kind) {
 }
 
 // Completes the warp function that `members` wait in (the running thread among them or
-// not): each exchange result comes from the values of exactly these lanes, taken now.
+// not): each exchange result comes from the values of exactly these lanes, taken now. A
+// lane that reads one outside them (returned, or not in the mask) gets no valid value.
 static void warp_complete(Warp* w, Fiber* base, unsigned members, int kind) {
   w->waiting &= ~members;
   if (kind == WARP_EXCHANGE) {
@@ -390,15 +396,15 @@ static inline int warp_group_here(const Warp* w, const Fiber* base, unsigned oth
 }
 
 // The running thread calls a warp function with `mask`; it returns once every lane of the
-// mask has made the same call (same kind, same mask).
+// mask that has not returned has made the same call (same kind, same mask), as in CUDA.
 static void warp_call(unsigned mask, int kind, const char* what) {
   Fiber* f = g_cur;
   Warp* w = &g_warp[f->rank >> 5];
   Fiber* base = &g_fiber[f->rank & ~31u];
   const unsigned bit = 1u << (f->rank & 31);
   const unsigned m = (mask | bit) & w->exists;
-  if (warp_group_here(w, base, m & ~bit, m, kind)) {
-    warp_complete(w, base, m, kind);
+  if (warp_group_here(w, base, m & ~w->done & ~bit, m, kind)) {
+    warp_complete(w, base, m & ~w->done, kind);
     return;
   }
   w->waiting |= bit;
@@ -407,6 +413,19 @@ static void warp_call(unsigned mask, int kind, const char* what) {
   f->wait_mask = m;
   f->what = what;
   run_next();
+}
+
+// A lane has returned: the warp functions of its warp that waited only for it complete.
+static void warp_lane_returned(Warp* w, Fiber* base, unsigned bit) {
+  unsigned seen = 0;
+  for (unsigned m = w->waiting; m; m &= m - 1) {
+    const Fiber* g = &base[__builtin_ctz(m)];
+    if ((seen >> __builtin_ctz(m)) & 1u) continue;
+    const unsigned mask = g->wait_mask, members = mask & ~w->done;
+    seen |= members;
+    if ((mask & bit) && warp_group_here(w, base, members, mask, g->wait_kind))
+      warp_complete(w, base, members, g->wait_kind);
+  }
 }
 
 extern "C" void __gcemu_syncwarp(unsigned mask) { warp_call(mask, WARP_SYNC, "__syncwarp()"); }
