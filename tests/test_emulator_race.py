@@ -76,7 +76,7 @@ extern "C" __global__ void warp_swap(const float* in, float* out, int how) {
   s[t] = in[t];  // SWAP WRITE
   float one = 1.0f;
   if (how == 1) __syncwarp();
-  if (how == 2) one = __shfl_xor_sync(0xffffffffu, one, 1);  // a shuffle syncs the warp too
+  if (how == 2) one = __shfl_xor_sync(0xffffffffu, one, 1);  // a shuffle orders no memory
   out[t] = one * s[t ^ 1];  // SWAP READ
 }
 
@@ -229,13 +229,15 @@ def test_a_tile_overwritten_while_others_still_read_it(mod):
 def test_lanes_of_a_warp_exchange_through_shared_memory_after_a_warp_sync(mod):
     x = np.arange(64, dtype=F32)
     out = np.zeros(64, F32)
-    for how in (1, 2):  # __syncwarp(), or a shuffle
-        mod.warp_swap(1, 64, (x, out, I32(how)), race_check=True)
-        np.testing.assert_array_equal(out, x.reshape(-1, 2)[:, ::-1].reshape(-1))
-    with pytest.raises(KernelError, match="has a race") as info:
-        mod.warp_swap(1, 64, (x, out, I32(0)), race_check=True)
-    names(str(info.value), "SWAP WRITE", "SWAP READ")
-    assert "__syncwarp()" in str(info.value)
+    mod.warp_swap(1, 64, (x, out, I32(1)), race_check=True)
+    np.testing.assert_array_equal(out, x.reshape(-1, 2)[:, ::-1].reshape(-1))
+    # Without a __syncwarp(), or with only a shuffle: CUDA orders no memory among the lanes
+    # of a shuffle, so it is flagged even though every thread order gives the right answer.
+    for how in (0, 2):
+        with pytest.raises(KernelError, match="has a race") as info:
+            mod.warp_swap(1, 64, (x, out, I32(how)), race_check=True)
+        names(str(info.value), "SWAP WRITE", "SWAP READ")
+        assert "__syncwarp()" in str(info.value)
 
 
 def test_a_warp_sync_does_not_order_two_warps(mod):

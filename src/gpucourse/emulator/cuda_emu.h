@@ -99,12 +99,14 @@ GCEMU_HIDDEN long long __gcemu_clock64(void);
 // For tools linked into an emulator build (the profiler, the race detector): where the
 // running thread is, and a function the runtime calls, if set, when a block starts
 // (GCEMU_SYNC_BLOCK, `members`: its thread count), when a __syncthreads() completes
-// (GCEMU_SYNC_BARRIER) and when a warp-level sync completes (GCEMU_SYNC_WARP, `members`:
-// the lanes it joined, in the running thread's warp).
+// (GCEMU_SYNC_BARRIER), when a __syncwarp() completes (GCEMU_SYNC_WARP, `members`: the
+// lanes it joined, in the running thread's warp) and when a shuffle or vote completes
+// (GCEMU_SYNC_EXCHANGE, `members` likewise). Only the first three order memory: CUDA
+// promises no memory ordering for shuffles and votes.
 GCEMU_HIDDEN unsigned __gcemu_thread_rank(void);  // linear index of the thread in its block
 extern GCEMU_HIDDEN void (*__gcemu_sync_hook)(int event, unsigned members);
 }
-enum { GCEMU_SYNC_BLOCK = 0, GCEMU_SYNC_BARRIER = 1, GCEMU_SYNC_WARP = 2 };
+enum { GCEMU_SYNC_BLOCK = 0, GCEMU_SYNC_BARRIER = 1, GCEMU_SYNC_WARP = 2, GCEMU_SYNC_EXCHANGE = 3 };
 
 // ---------------------------------------------------------------- synchronization
 static inline void __syncthreads(void) { (void)__gcemu_block_barrier(1); }

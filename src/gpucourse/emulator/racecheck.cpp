@@ -327,7 +327,9 @@ static void on_sync(int event, unsigned members) {
     for (unsigned t = 0; t < members; t++) g_vc[t][t & 31] = 1;
   } else if (event == GCEMU_SYNC_BARRIER) {
     g_epoch++;
-  } else {  // a warp-level sync: its lanes see what each other has seen, then start anew
+  } else if (event == GCEMU_SYNC_WARP) {
+    // A __syncwarp(): its lanes see what each other has seen, then start anew. Shuffles and
+    // votes (GCEMU_SYNC_EXCHANGE) order no memory, so they join nothing.
     uint32_t(*lane)[32] = &g_vc[__gcemu_thread_rank() & ~31u];
     uint32_t join[32] = {0};
     for (unsigned m = members; m; m &= m - 1) {

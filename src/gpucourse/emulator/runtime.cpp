@@ -377,7 +377,8 @@ static void warp_complete(Warp* w, Fiber* base, unsigned members, int kind) {
       r->ballot = ballot;
     }
   }
-  if (__gcemu_sync_hook) __gcemu_sync_hook(GCEMU_SYNC_WARP, members);
+  if (__gcemu_sync_hook)
+    __gcemu_sync_hook(kind == WARP_SYNC ? GCEMU_SYNC_WARP : GCEMU_SYNC_EXCHANGE, members);
   for (unsigned m = members; m; m &= m - 1) {
     Fiber* g = &base[__builtin_ctz(m)];
     if (g != g_cur) g->state = READY;
