@@ -566,6 +566,15 @@ def test_printf_output_reaches_python_even_before_a_crash(capsys):
     assert "block 0 thread 0 says 5\nblock 0 thread 1 says 5\n" in out
 
 
+@pytest.mark.parametrize("header", ["cstdio", "stdio.h", "cstdlib", "cmath", "cuda_runtime.h"])
+def test_printf_output_is_collected_whatever_the_kernel_includes(header, capsys):
+    mod = build(f"#include <{header}>\n" + r"""
+    extern "C" __global__ void hello(int* x) { printf("hello %d;", (int)threadIdx.x); }
+    """, "hello_" + header.replace(".", "_"))
+    mod.hello(1, 2, (np.zeros(1, np.int32),))
+    assert capsys.readouterr().out == "hello 0;hello 1;"
+
+
 def test_missing_syncwarp_in_warp_synchronous_code_is_caught():
     # The pre-Volta idiom: the last warp of a tree reduction without __syncwarp.
     mod = build(r"""

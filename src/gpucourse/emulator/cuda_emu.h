@@ -15,6 +15,9 @@
 #include <stdio.h>
 #include <math.h>
 #include <assert.h>
+// Before the printf macro below: libstdc++'s <cstdio> undefines printf, so a kernel's own
+// #include of it must find it included already (<cstdlib> and <cmath> come with the .h).
+#include <cstdio>
 #include <utility>
 #include <type_traits>
 
@@ -354,6 +357,7 @@ static inline double max(double a, float b) { return fmax(a, b); }
 // Kernel printf output is collected and printed by Python after the launch, so that it
 // shows up in a notebook (C's stdout does not).
 #define printf __gcemu_printf
+namespace std { using ::__gcemu_printf; }  // std::printf
 // A failed device assert stops the kernel with an error, as on a GPU, not the process.
 #undef assert
 #define assert(e) ((e) ? (void)0 : __gcemu_assert_fail(#e, __FILE__, __LINE__))
