@@ -213,6 +213,41 @@ def test_constructs_outside_the_emulators_subset_are_named(snippet, match):
         gk.from_source(code, name="unsupported", backend="cpu")
 
 
+@pytest.mark.parametrize("decl,body,match", [
+    ("", "__shared__ float s[1024 / warpSize]; s[0] = 1; x[0] = s[0];",
+     r"line 3: warpSize is not a compile-time constant in CUDA"),
+    ("", "__shared__ float s = 3.0f; x[0] = s;",
+     r"line 3: a __shared__ variable cannot have an initializer"),
+    ("", "__shared__ int n, m[2] = {0, 0}; x[0] = n + m[0];",
+     r"line 3: a __shared__ variable cannot have an initializer"),
+    ("__constant__ float c[4] = {1, 2, 3, 4};", "c[0] = 5; x[0] = c[0];",
+     r"line 3: `c` is a __constant__ variable, which device code may only read"),
+    ("__constant__ int c;", "c++; x[0] = c;", r"line 3: `c` is a __constant__ variable"),
+    ("__constant__ float c[4];", "atomicAdd(&c[1], 1.0f);", r"line 3: `c` is a __constant__"),
+    ("__constant__ float c[4];", "float* p = c; p[0] = 1;", r"line 3: `c` is a __constant__"),
+    ("", "float2 v = make_float2(x[0], x[1]); v = __shfl_xor_sync(0xffffffff, v, 1);",
+     r"line 3: warp shuffles move one number .* no shuffle of a float2"),
+])
+def test_code_cuda_rejects_is_rejected(decl, body, match):
+    code = f'{decl}\nextern "C" __global__ void k(float* x) {{\n  {body}\n}}\n'
+    with pytest.raises(CompileError, match=rf"^rejected\.cu {match}"):
+        gk.from_source(code, name="rejected", backend="cpu")
+
+
+def test_constant_variables_without_an_initializer_read_zero():
+    code = ('__constant__ float c[4], d;\n'
+            '__constant__ int e = 7, f[2 /* , */];\n'
+            'extern "C" __global__ void k(float* x) {\n'
+            '  __shared__ float s[sizeof(float) == 4 ? 32 : 64];\n'
+            '  s[threadIdx.x] = c[threadIdx.x % 4] + d + e + f[1] + warpSize;\n'
+            '  __syncthreads();\n'
+            '  x[threadIdx.x] = s[threadIdx.x];\n'
+            '}\n')
+    x = np.zeros(32, F32)
+    gk.from_source(code, name="constants", backend="cpu").k(1, 32, (x,))
+    assert (x == 39).all()
+
+
 def test_comments_and_strings_do_not_count_as_constructs():
     code = ('// __shfl_down(x, 1) was replaced; asm( too\n'
             'extern "C" __global__ void k(int* x) {\n'

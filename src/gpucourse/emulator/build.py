@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import CompileError, DeviceError, KernelError, LaunchError
-from .source import (KernelSignature, c_string, check_supported, define_lines, find_kernels,
-                     rewrite_for_emulator)
+from .source import (KernelSignature, c_string, check_supported, constant_names, define_lines,
+                     find_kernels, rewrite_for_emulator)
 
 HERE = Path(__file__).resolve().parent
 PRELUDE = HERE / "cuda_emu.h"
@@ -152,6 +152,23 @@ def source_line(source: str | None, line: int | str) -> str:
     return rows[int(line) - 1].strip() if 0 < int(line) <= len(rows) else ""
 
 
+def _cuda_rule(msg: str, code: str, source: str | None) -> str:
+    """The CUDA rule that a g++ error on kernel line ``code`` comes from, or ''."""
+    if re.search(r"\bwarpSize\b", code) and "constant" in msg:
+        return ("warpSize is not a compile-time constant in CUDA (it is a variable read at run "
+                "time), so it cannot size an array or be a template argument; write 32 there")
+    names = set(constant_names(source or ""))
+    m = re.search(r"read-only (?:location|variable) '(?:\(?[*&]?)?([A-Za-z_]\w*)", msg)
+    name = m.group(1) if m and m.group(1) in names else ""
+    if not name and "const" in msg:
+        name = next((n for n in names if re.search(rf"\b{n}\b", code)), "")
+    if name:
+        return (f"`{name}` is a __constant__ variable, which device code may only read (CUDA "
+                f"rejects a write to it); give its values in its initializer, or pass the data "
+                f"in an array argument")
+    return ""
+
+
 def explain_compiler_errors(log: str, filename: str, source: str | None = None) -> str:
     """The first useful error of a g++/clang log, located in the kernel file's own lines."""
     lines = log.splitlines()
@@ -162,11 +179,13 @@ def explain_compiler_errors(log: str, filename: str, source: str | None = None) 
         msg = m.group("msg").replace("static assertion failed: ", "")
         if os.path.basename(m.group("file")) == filename:
             code = source_line(source, m.group("line"))
+            msg = _cuda_rule(msg, code, source) or msg
             return f"{filename} line {m.group('line')}: {msg}" + (f"\n    {code}" if code else "")
         # An error inside the prelude or the entry points: name the kernel line that led there.
         for other in lines:
             o = re.match(rf"^{re.escape(filename)}:(\d+):", other)
             if o:
+                msg = _cuda_rule(msg, source_line(source, o.group(1)), source) or msg
                 return f"{filename} line {o.group(1)}: {msg}"
         if "entry points" in m.group("file"):
             return f"{filename}: the emulator cannot pass this kernel's arguments: {msg}"

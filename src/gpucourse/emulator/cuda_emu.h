@@ -30,7 +30,9 @@
 #define __global__
 #define __device__
 #define __host__
-#define __constant__
+// Device code cannot write constant memory: g++ then rejects such a write, as nvcc does.
+// (emulator/source.py gives a declaration without an initializer `= {}`.)
+#define __constant__ const
 #define __grid_constant__
 // Not `inline`: a static local (`__shared__`) of an inline function lands in a COMDAT group,
 // whose "gcshared" section then conflicts with the kernels' own shared arrays.
@@ -81,7 +83,8 @@ extern GCEMU_HIDDEN uint3 threadIdx;
 extern GCEMU_HIDDEN uint3 blockIdx;
 extern GCEMU_HIDDEN dim3 blockDim;
 extern GCEMU_HIDDEN dim3 gridDim;
-static constexpr int warpSize = 32;
+// A variable, as in CUDA (not a compile-time constant): it cannot size an array.
+extern GCEMU_HIDDEN const int warpSize;
 
 // ---------------------------------------------------------------- runtime entry points
 extern "C" {
@@ -134,8 +137,10 @@ static inline void __brkpt(void) { __gcemu_fail("__brkpt() was called"); }
 // so that a kernel relying on it computes a visibly wrong answer.
 template <class T>
 static inline uint64_t __gcemu_bits(T v) {
-  static_assert(std::is_trivially_copyable<T>::value && sizeof(T) <= 8,
-                "warp shuffles move values of at most 8 bytes (int, unsigned, float, double, long long)");
+  static_assert((std::is_arithmetic<T>::value || std::is_enum<T>::value) && sizeof(T) <= 8,
+                "warp shuffles move one number of at most 8 bytes (int, unsigned, long long, float, "
+                "double), as in CUDA, which has no shuffle of a float2 or a struct: shuffle each "
+                "member on its own");
   uint64_t b = 0;
   memcpy(&b, &v, sizeof(T));
   return b;

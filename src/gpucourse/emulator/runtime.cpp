@@ -37,6 +37,7 @@
 
 uint3 threadIdx, blockIdx;
 dim3 blockDim, gridDim;
+const int warpSize = 32;
 
 enum { MAX_THREADS = 1024, MAX_WARPS = 32, DYN_SHARED_BYTES = 48 * 1024, OUT_LIMIT = 1 << 20 };
 

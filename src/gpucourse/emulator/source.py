@@ -274,9 +274,22 @@ _UNSUPPORTED = [
 ]
 
 
+# Constructs g++ would take but CUDA rejects: (pattern, the error, one sentence).
+_INVALID = [
+    (r"\b__shared__\b[^;{}#]*?(?<![=!<>])=(?!=)",
+     "a __shared__ variable cannot have an initializer (CUDA rejects it: shared memory starts "
+     "undefined in every block); assign it in the kernel, then __syncthreads()"),
+]
+
+
 def check_supported(code: str, filename: str = "kernel.cu") -> None:
-    """Raise CompileError naming the first construct of ``code`` the emulator does not run."""
+    """Raise CompileError naming the first construct of ``code`` the emulator does not run,
+    or that CUDA rejects although the host compiler would take it."""
     text = strip_comments(code, blank_strings=True)
+    for pattern, message in _INVALID:
+        m = re.search(pattern, text)
+        if m:
+            raise CompileError(f"{filename} line {line_of(text, m.start())}: {message}.")
     # #include lines keep their header names: blank_strings emptied "..." includes.
     includes = strip_comments(code)
     hits = []
@@ -301,13 +314,48 @@ _DROPPED_INCLUDES = re.compile(
 _EXTERN_SHARED = re.compile(r"\bextern\s+__shared__\s+([^;]*?)\s*;")
 
 
+def constant_names(code: str) -> list[str]:
+    """Names of the ``__constant__`` variables ``code`` declares."""
+    text = strip_comments(code, blank_strings=True)
+    names = []
+    for m in re.finditer(r"\b__constant__\b([^;#]*);", text):
+        decl = m.group(1)
+        while re.search(r"\{[^{}]*\}", decl):  # initializers in braces hold commas
+            decl = re.sub(r"\{[^{}]*\}", "", decl)
+        for part in _split_params(decl):
+            words = re.findall(r"[A-Za-z_]\w*", part.split("=", 1)[0].split("[", 1)[0])
+            if words:
+                names.append(words[-1])
+    return names
+
+
+def _initialize_constants(code: str) -> str:
+    # The prelude makes __constant__ `const`, which C++ wants initialized: CUDA zeroes it.
+    text = strip_comments(code, blank_strings=True)
+    ends = []  # where each declarator without an initializer ends
+    for m in re.finditer(r"\b__constant__\b[^;{}#]*;", text):
+        depth, start = 0, m.start()
+        for i in range(m.start(), m.end()):
+            depth += {"(": 1, "[": 1, ")": -1, "]": -1}.get(text[i], 0)
+            if depth == 0 and text[i] in ",;":
+                if "=" not in text[start:i]:
+                    ends.append(len(text[:i].rstrip()))
+                start = i + 1
+    for end in reversed(ends):
+        code = code[:end] + " = {}" + code[end:]
+    return code
+
+
 def rewrite_for_emulator(code: str) -> str:
     """Make ``code`` compile on the host without changing its line numbers.
 
     - ``extern __shared__ T name[];`` names the runtime's dynamic shared buffer;
+    - a ``__constant__`` variable without an initializer gets ``= {}`` (the prelude makes
+      it ``const``, so that device code cannot write it);
     - includes of CUDA's own headers are dropped (the prelude defines what they declare),
       and so is <assert.h>, which would replace the kernel-safe ``assert`` of the prelude.
     """
+    code = _initialize_constants(code)
     code = _DROPPED_INCLUDES.sub("", code)
     code = re.sub(r"\bstatic(\s+)__shared__\b", r"\1__shared__", code)  # the macro adds static
     return _EXTERN_SHARED.sub(
