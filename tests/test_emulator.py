@@ -492,6 +492,12 @@ extern "C" __global__ void recursion(int* x, int n) { x[0] = deep(n); }
 
 extern "C" __global__ void divide(int* x, int n) { x[threadIdx.x] = 100 / n; }
 
+extern "C" __global__ void misaligned(int* x, int n) {
+  const float4 v = reinterpret_cast<const float4*>(x + n)[threadIdx.x];
+  int* o = x + 16 + 4 * threadIdx.x;
+  o[0] = (int)v.x; o[1] = (int)v.y; o[2] = (int)v.z; o[3] = (int)v.w;
+}
+
 extern "C" __global__ void checked(int* x, int n) { assert(threadIdx.x < n); x[threadIdx.x] = 1; }
 
 extern "C" __global__ void trap(int* x, int n) { if (threadIdx.x == n) __trap(); }
@@ -508,8 +514,45 @@ extern "C" __global__ void talk(int* x, int n) {
 def test_a_barrier_that_returned_threads_never_reach_is_reported():
     x = np.zeros(64, np.float32)
     with pytest.raises(KernelError, match=r"kernel early_return: 40 threads of block \(0,0,0\) "
-                                          r"wait at __syncthreads\(\) that 24 threads never reached"):
+                                          r"wait at __syncthreads\(\) on line 4 that 24 threads "
+                                          r"never reached \(they returned first\)"):
         FAULTY.early_return(1, 64, (x, np.int32(40)))
+
+
+BRANCHED_BARRIERS = build(r"""
+extern "C" __global__ void in_a_branch(float* x) {
+  __shared__ float s[64];
+  s[threadIdx.x] = threadIdx.x;
+  if (threadIdx.x < 32) __syncthreads();
+  x[threadIdx.x] = s[63 - threadIdx.x];
+}
+
+extern "C" __global__ void in_a_loop(float* x) {
+  for (int k = 0; k < (int)threadIdx.x % 2 + 1; k++) __syncthreads();
+  x[threadIdx.x] = 1.0f;
+}
+
+extern "C" __global__ void in_both_arms(float* x) {
+  __shared__ float s[64];
+  const int t = threadIdx.x;
+  if (t < 32) { s[t] = 1.0f; __syncthreads(); x[t] = s[t + 32]; }
+  else        { s[t] = 2.0f; __syncthreads(); x[t] = s[t - 32]; }
+}
+""", "branched_barriers")
+
+
+@pytest.mark.parametrize("kernel,match", [
+    ("in_a_branch", r"32 threads wait at the one on line 5 while the other 32 have finished"),
+    ("in_a_loop", r"32 threads wait at the one on line 10 while the other 32 have finished"),
+    ("in_both_arms", r"thread \(32,0,0\) reached the one on line 18 while 32 threads wait at "
+                     r"the one on line 17"),
+])
+def test_a_barrier_that_only_some_threads_reach_is_reported(kernel, match):
+    with pytest.raises(KernelError, match=rf"kernel {kernel}: __syncthreads\(\) is reached by "
+                                          rf"only some threads of block \(0,0,0\) \(a barrier "
+                                          rf"inside a branch or loop that differs per thread\): "
+                                          rf"{match}.*every thread must reach the same barrier"):
+        getattr(BRANCHED_BARRIERS, kernel)(1, 64, (np.zeros(64, np.float32),))
 
 
 def test_a_warp_shuffle_needs_only_the_lanes_that_have_not_returned():
@@ -548,6 +591,17 @@ def test_crashes_in_a_kernel_become_errors_and_the_emulator_goes_on():
     y = np.zeros(2, np.int32)
     FAULTY.divide(1, 2, (y, np.int32(7)))
     assert list(y) == [14, 14]
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"),
+                    reason="other CPUs may load a misaligned float4")
+def test_a_misaligned_float4_is_named():
+    with pytest.raises(KernelError, match=r"misaligned crashed: thread \(0,0,0\) of block "
+                                          r"\(0,0,0\) made a misaligned vector access \(a "
+                                          r"float4 or double2 needs a 16-byte aligned address"):
+        FAULTY.misaligned(1, 4, (np.zeros(32, np.int32), np.int32(1)))
+    x = np.zeros(32, np.int32)
+    FAULTY.misaligned(1, 4, (x, np.int32(0)))  # aligned: fine
 
 
 def test_device_assert_and_trap_stop_the_kernel_with_a_message():

@@ -90,6 +90,12 @@ extern GCEMU_HIDDEN const int warpSize;
 extern "C" {
 GCEMU_HIDDEN int __gcemu_block_barrier(int pred);  // returns the round's slot for the *_count/and/or results
 GCEMU_HIDDEN int __gcemu_barrier_result(int slot, int kind);
+// The source line of the barrier a thread calls, set just before __gcemu_block_barrier: all
+// threads of a block must reach the same one.
+extern GCEMU_HIDDEN int __gcemu_barrier_line;
+// A kernel's `return;` statements call this first (emulator/source.py adds the call), so
+// that a barrier's deadlock message can tell an early return from a skipped barrier.
+GCEMU_HIDDEN void __gcemu_return(void);
 GCEMU_HIDDEN void __gcemu_syncwarp(unsigned mask);
 // A warp function's result for one lane: the value it read (valid: from a lane of its
 // group), the lanes of its group, and the ballot of their values (votes).
@@ -115,10 +121,15 @@ extern GCEMU_HIDDEN void (*__gcemu_sync_hook)(int event, unsigned members);
 enum { GCEMU_SYNC_BLOCK = 0, GCEMU_SYNC_BARRIER = 1, GCEMU_SYNC_WARP = 2, GCEMU_SYNC_EXCHANGE = 3 };
 
 // ---------------------------------------------------------------- synchronization
-static inline void __syncthreads(void) { (void)__gcemu_block_barrier(1); }
-static inline int __syncthreads_count(int p) { return __gcemu_barrier_result(__gcemu_block_barrier(p), 0); }
-static inline int __syncthreads_and(int p) { return __gcemu_barrier_result(__gcemu_block_barrier(p), 1); }
-static inline int __syncthreads_or(int p) { return __gcemu_barrier_result(__gcemu_block_barrier(p), 2); }
+static inline int __gcemu_barrier(int pred, int line) {
+  __gcemu_barrier_line = line;
+  return __gcemu_block_barrier(pred);
+}
+// Macros, so that each barrier knows its line.
+#define __syncthreads() ((void)__gcemu_barrier(1, __LINE__))
+#define __syncthreads_count(p) __gcemu_barrier_result(__gcemu_barrier((p), __LINE__), 0)
+#define __syncthreads_and(p) __gcemu_barrier_result(__gcemu_barrier((p), __LINE__), 1)
+#define __syncthreads_or(p) __gcemu_barrier_result(__gcemu_barrier((p), __LINE__), 2)
 static inline void __syncwarp(unsigned mask = 0xffffffffu) { __gcemu_syncwarp(mask); }
 // One thread runs at a time, so memory is always coherent: fences only stop the compiler.
 static inline void __threadfence(void) { __asm__ __volatile__("" ::: "memory"); }

@@ -64,6 +64,7 @@ struct Fiber {
   unsigned rank;       // linear index in the block
   int pos;             // position in this block's run order
   int state;
+  int returned;        // it ended by a `return;` statement of the kernel
   int wait_kind;       // WARP_SYNC or WARP_EXCHANGE: the kind of warp function it waits in
   unsigned wait_mask;  // the mask of the warp function it waits in (its own lane added)
   const char* what;    // what it waits in, for deadlock messages
@@ -92,6 +93,8 @@ static int g_n;
 static Fiber* g_cur;
 static int g_arrived, g_done;
 static unsigned g_round;
+static int g_round_line;  // line of the __syncthreads() the current round's threads reached
+int __gcemu_barrier_line;
 static int g_bar_count[2], g_bar_and[2], g_bar_or[2];
 static void (*g_entry)(void**);
 static void** g_args;
@@ -258,11 +261,22 @@ __attribute__((noreturn)) static void report_deadlock(void) {
     }
   }
   if (nw == 0) {
-    snprintf(g_message, sizeof g_message,
-             "kernel %s: %d threads of block (%u,%u,%u) wait at __syncthreads() that %d threads "
-             "never reached (they returned first); every thread of a block must reach each "
-             "__syncthreads(), so guard the work with an if instead of returning early",
-             g_kernel, nb, blockIdx.x, blockIdx.y, blockIdx.z, g_done);
+    int returned = 0;
+    for (int i = 0; i < g_n; i++) returned += g_fiber[i].state == DONE && g_fiber[i].returned;
+    if (returned)
+      snprintf(g_message, sizeof g_message,
+               "kernel %s: %d threads of block (%u,%u,%u) wait at __syncthreads() on line %d "
+               "that %d threads never reached (they returned first); every thread of a block "
+               "must reach each __syncthreads(), so guard the work with an if instead of "
+               "returning early",
+               g_kernel, nb, blockIdx.x, blockIdx.y, blockIdx.z, g_round_line, g_done);
+    else
+      snprintf(g_message, sizeof g_message,
+               "kernel %s: __syncthreads() is reached by only some threads of block (%u,%u,%u) "
+               "(a barrier inside a branch or loop that differs per thread): %d threads wait at "
+               "the one on line %d while the other %d have finished the kernel; every thread "
+               "must reach the same barrier",
+               g_kernel, blockIdx.x, blockIdx.y, blockIdx.z, nb, g_round_line, g_done);
   } else if (nb == 0) {
     const unsigned wi = fw->rank >> 5;
     const Fiber* base = &g_fiber[wi * 32];
@@ -335,6 +349,21 @@ extern "C" int __gcemu_block_barrier(int pred) {
     g_bar_and[s] = 1;
     g_bar_or[s] = 0;
   }
+  Fiber* f = g_cur;
+  const int line = __gcemu_barrier_line;
+  if (g_arrived == 0) {
+    g_round_line = line;
+  } else if (line != g_round_line) {  // CUDA leaves it undefined; it often hangs
+    snprintf(g_message, sizeof g_message,
+             "kernel %s: __syncthreads() is reached by only some threads of block (%u,%u,%u) "
+             "(a barrier inside a branch or loop that differs per thread): thread (%u,%u,%u) "
+             "reached the one on line %d while %d threads wait at the one on line %d; every "
+             "thread must reach the same barrier",
+             g_kernel, blockIdx.x, blockIdx.y, blockIdx.z, f->tid.x, f->tid.y, f->tid.z, line,
+             g_arrived, g_round_line);
+    g_status = 1;
+    leave_to_main();
+  }
   pred = pred != 0;
   g_bar_count[s] += pred;
   g_bar_and[s] &= pred;
@@ -347,7 +376,6 @@ extern "C" int __gcemu_block_barrier(int pred) {
       if (g_fiber[i].state == WAIT_BLOCK) g_fiber[i].state = READY;
     return s;
   }
-  Fiber* f = g_cur;
   f->state = WAIT_BLOCK;
   f->what = "__syncthreads()";
   run_next();
@@ -457,6 +485,10 @@ extern "C" const GcemuWarpResult* __gcemu_exchange(unsigned mask, uint64_t value
 
 extern "C" unsigned __gcemu_thread_rank(void) { return g_cur ? g_cur->rank : 0u; }
 
+extern "C" void __gcemu_return(void) {
+  if (g_cur) g_cur->returned = 1;
+}
+
 extern "C" void __gcemu_fail(const char* what) {
   char at[96];
   where(at, sizeof at);
@@ -534,6 +566,7 @@ GCEMU_EXPORT int gcemu_output_clear(void) {
 static sigjmp_buf g_jmp;
 static volatile sig_atomic_t g_signal;
 static void* volatile g_fault_addr;
+static volatile int g_fault_code;
 static pthread_t g_thread;
 static const int k_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGINT};
 enum { NSIG_HANDLED = sizeof(k_signals) / sizeof(k_signals[0]), ALT_BYTES = 64 * 1024 };
@@ -554,6 +587,7 @@ static void on_signal(int sig, siginfo_t* info, void*) {
   }
   g_signal = sig;
   g_fault_addr = info ? info->si_addr : NULL;
+  g_fault_code = info ? info->si_code : 0;
   siglongjmp(g_jmp, 1);
 }
 
@@ -600,6 +634,14 @@ static int fault_message(void) {
              "arrays); set the environment variable GPUCOURSE_EMU_STACK_KB to give each "
              "thread more",
              g_kernel, at, g_stack_bytes / 1024);
+  } else if ((sig == SIGSEGV && g_fault_code == SI_KERNEL) ||
+             (sig == SIGBUS && g_fault_code == BUS_ADRALN)) {
+    // x86-64 raises a general protection fault, with no address, for a misaligned 16-byte
+    // (SSE) access and for a non-canonical address.
+    snprintf(g_message, sizeof g_message,
+             "kernel %s crashed: %s made a misaligned vector access (a float4 or double2 needs "
+             "a 16-byte aligned address) or used a pointer far outside memory",
+             g_kernel, at);
   } else if (sig == SIGSEGV || sig == SIGBUS) {
     snprintf(g_message, sizeof g_message,
              "kernel %s crashed: %s accessed invalid memory at address %p (an index out of "
@@ -657,6 +699,7 @@ static void run_block(int order, uint64_t* rng, unsigned dyn_shared) {
   for (int i = 0; i < n; i++) {
     Fiber* f = &g_fiber[i];
     f->state = READY;
+    f->returned = 0;
     prepare_fiber(f, i);
   }
   for (int w = 0; w < (n + 31) / 32; w++) g_warp[w].waiting = g_warp[w].done = 0;

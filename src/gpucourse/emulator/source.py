@@ -346,16 +346,54 @@ def _initialize_constants(code: str) -> str:
     return code
 
 
+def _kernel_bodies(text: str) -> list[tuple[int, int]]:
+    """(start, end) of the body of each ``__global__`` function defined in ``text``."""
+    text = _blank_launch_bounds(text)
+    spans = []
+    for m in re.finditer(r"\b__global__\b", text):
+        bol = text.rfind("\n", 0, m.start()) + 1
+        if text[bol:m.start()].lstrip().startswith("#"):
+            continue
+        i = text.find("(", m.end())
+        if i < 0:
+            break
+        depth, i = 1, i + 1
+        while i < len(text) and depth:
+            depth += {"(": 1, ")": -1}.get(text[i], 0)
+            i += 1
+        while i < len(text) and text[i].isspace():
+            i += 1
+        if i < len(text) and text[i] == "{":
+            start, depth, i = i, 1, i + 1
+            while i < len(text) and depth:
+                depth += {"{": 1, "}": -1}.get(text[i], 0)
+                i += 1
+            spans.append((start, i))
+    return spans
+
+
+def _mark_returns(code: str) -> str:
+    # A kernel's `return;` tells the runtime first, which then blames an early return, not
+    # a branch, for a barrier that threads never reached.
+    text = strip_comments(code, blank_strings=True)
+    hits = sorted(a + m.start() for a, b in _kernel_bodies(text)
+                  for m in re.finditer(r"\breturn(?=\s*;)", text[a:b]))
+    for pos in reversed(hits):
+        code = code[:pos] + "return __gcemu_return()" + code[pos + len("return"):]
+    return code
+
+
 def rewrite_for_emulator(code: str) -> str:
     """Make ``code`` compile on the host without changing its line numbers.
 
     - ``extern __shared__ T name[];`` names the runtime's dynamic shared buffer;
     - a ``__constant__`` variable without an initializer gets ``= {}`` (the prelude makes
       it ``const``, so that device code cannot write it);
+    - a kernel's ``return;`` becomes ``return __gcemu_return();``, which tells the runtime;
     - includes of CUDA's own headers are dropped (the prelude defines what they declare),
       and so is <assert.h>, which would replace the kernel-safe ``assert`` of the prelude.
     """
-    code = _initialize_constants(code)
+    code = _mark_returns(_initialize_constants(code))
     code = _DROPPED_INCLUDES.sub("", code)
     code = re.sub(r"\bstatic(\s+)__shared__\b", r"\1__shared__", code)  # the macro adds static
     return _EXTERN_SHARED.sub(
