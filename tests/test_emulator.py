@@ -388,6 +388,138 @@ def test_math_functions_and_fast_intrinsics():
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
 
 
+MORE_MATH = build(r"""
+extern "C" __global__ void float_math(const float* x, const float* y, float* out, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const float a = x[i], b = y[i];
+  float* o = out + 16 * i;
+  o[0] = sinpif(a); o[1] = cospif(a);
+  sincospif(a, &o[2], &o[3]);
+  o[4] = norm3df(a, b, 3.0f); o[5] = rnorm3df(a, b, 3.0f); o[6] = rhypotf(a, b);
+  o[7] = normcdff(a); o[8] = erfinvf(b / 8.0f);
+  o[9] = __fadd_rz(a, b); o[10] = __fadd_rd(a, b); o[11] = __fadd_ru(a, b);
+  o[12] = __fmul_rz(a, b); o[13] = __fmul_rd(a, b); o[14] = __fmul_ru(a, b);
+  o[15] = a + b;  // round to nearest again afterwards
+}
+
+extern "C" __global__ void inverse_erfc(const float* y, float* out) {
+  out[2 * threadIdx.x] = erfcinvf(y[threadIdx.x]);
+  out[2 * threadIdx.x + 1] = normcdfinvf(y[threadIdx.x] / 2.0f);
+}
+
+extern "C" __global__ void double_and_integer(const double* d, const long long* ll,
+                                              double* dout, long long* iout) {
+  const int i = threadIdx.x;
+  const double v = d[i];
+  const long long w = ll[i];
+  const unsigned u = (unsigned)w, u2 = (unsigned)(w >> 32);
+  dout[4 * i] = __ddiv_rn(v, 3.0); dout[4 * i + 1] = __dsqrt_rn(fabs(v));
+  dout[4 * i + 2] = __double2float_rn(v); dout[4 * i + 3] = __int2double_rn((int)u);
+  long long* o = iout + 16 * i;
+  o[0] = __float2ll_rn((float)v * 1e6f); o[1] = (long long)__brevll((unsigned long long)w);
+  o[2] = __byte_perm(u, u2, 0x5173u); o[3] = __funnelshift_l(u, u2, i);
+  o[4] = __funnelshift_r(u, u2, i); o[5] = __dp4a((int)u, (int)u2, 7);
+  o[6] = __hadd((int)u, (int)u2); o[7] = __rhadd((int)u, (int)u2);
+  o[8] = umin(u, u2); o[9] = llmin(w, -w); o[10] = (long long)ullmax((unsigned long long)w, 5ull);
+  o[11] = __double2hiint(v); o[12] = __double2loint(v);
+  o[13] = (long long)min(w, (unsigned long long)u2); o[14] = (long long)max((unsigned long long)u, w);
+  o[15] = __float2ll_rn(1e30f);  // out of range: the largest long long, as on a GPU
+}
+""", "more_math")
+
+
+def _directed(exact, mode):
+    """``exact`` (a Fraction) rounded to float32 toward zero, down or up."""
+    from fractions import Fraction
+    f = np.float32(float(exact))
+    while Fraction(float(f)) > exact:
+        f = np.nextafter(f, np.float32(-np.inf))
+    while Fraction(float(np.nextafter(f, np.float32(np.inf)))) <= exact:
+        f = np.nextafter(f, np.float32(np.inf))
+    up = f if Fraction(float(f)) == exact else np.nextafter(f, np.float32(np.inf))
+    return {"rd": f, "ru": up, "rz": f if exact >= 0 else up}[mode]
+
+
+def test_cuda_math_functions_the_c_library_lacks():
+    import math
+    from fractions import Fraction
+    rng = np.random.default_rng(15)
+    x = np.concatenate([np.float32([0, 0.5, 1, -1, 1.5, 2, -2.5, 1e7, 3.25]),
+                        rng.uniform(-6, 6, 55).astype(np.float32)])
+    y = rng.uniform(-7.99, 7.99, x.size).astype(np.float32)
+    y[:4] = [1e-30, -3e-8, 7.9999995, 0]
+    out = emu.empty(16 * x.size)
+    MORE_MATH.float_math(1, x.size, (x, y, out, np.int32(x.size)))
+    got = out.reshape(-1, 16)
+    ulp = lambda v: np.spacing(np.abs(np.float32(v)))  # noqa: E731
+    for k, (a, b) in enumerate(zip(x.astype(float), y.astype(float))):
+        r = math.remainder(a, 2.0)
+        sinpi = math.sin(math.pi * (1 - r if r > 0.5 else -1 - r if r < -0.5 else r))
+        cospi = math.sin(math.pi * (0.5 - abs(r)))
+        norm = math.sqrt(a * a + b * b + 9)
+        want = [sinpi, cospi, sinpi, cospi, norm, 1 / norm, 1 / math.hypot(a, b),
+                0.5 * math.erfc(-a / math.sqrt(2))]
+        for j, w in enumerate(want):
+            assert abs(got[k, j] - w) <= ulp(w), (k, j, a, b, got[k, j], w)
+        if a == round(a):
+            assert got[k, 0] == 0 and abs(got[k, 1]) == 1
+        # erfinv: one Newton step from the result lands on the true value; within an ulp.
+        e, t = float(got[k, 8]), float(np.float32(b / 8))
+        true = e - (math.erf(e) - t) / (2 / math.sqrt(math.pi) * math.exp(-e * e))
+        assert abs(e - true) <= ulp(true), (t, e, true)
+        fa, fb = Fraction(a), Fraction(b)
+        for j, mode in enumerate(("rz", "rd", "ru")):
+            assert got[k, 9 + j] == _directed(fa + fb, mode), (mode, a, b)
+            assert got[k, 12 + j] == _directed(fa * fb, mode), (mode, a, b)
+        assert got[k, 15] == np.float32(a) + np.float32(b)
+
+
+def test_inverse_erfc_in_its_tails():
+    import math
+    y = np.float32([1e-38, 1e-20, 1e-8, 0.01, 0.5, 1.0, 1.5, 1.99, 1.9999999, 1.4e-45])
+    out = emu.empty(2 * y.size)
+    MORE_MATH.inverse_erfc(1, y.size, (y, out))
+    for t, (x, q) in zip(y.astype(float), out.reshape(-1, 2).astype(float)):
+        # erfc changes by about 2x|erfc| (plus a little) per unit of x near its tails
+        slope = 2 * abs(x) + 2
+        assert abs(math.erfc(x) / t - 1) <= slope * np.spacing(np.float32(abs(x) or 1)), (t, x)
+        if t / 2 >= 1.2e-38:  # a normal float: normcdfinv(p) = -sqrt(2) erfcinv(2p)
+            assert abs(q + math.sqrt(2) * x) <= 2 * np.spacing(np.float32(abs(q) or 1)), (t, q, x)
+
+
+def test_cuda_double_and_integer_intrinsics():
+    rng = np.random.default_rng(16)
+    d = rng.uniform(-1e3, 1e3, 32)
+    ll = rng.integers(-2**63, 2**63 - 1, 32, dtype=np.int64)
+    dout, iout = np.zeros(4 * 32), np.zeros(16 * 32, np.int64)
+    MORE_MATH.double_and_integer(1, 32, (d, ll, dout, iout))
+    np.testing.assert_array_equal(dout.reshape(32, 4),
+                                  np.stack([d / 3, np.sqrt(np.abs(d)),
+                                            d.astype(np.float32).astype(float),
+                                            ll.astype(np.uint32).view(np.int32)], axis=1))
+    got = iout.reshape(32, 16)
+    s32 = lambda v: ((v + 2**31) % 2**32) - 2**31  # noqa: E731
+    for i, (v, w) in enumerate(zip(d, ll.tolist())):
+        u, u2 = w % 2**32, (w >> 32) % 2**32
+        both = (u2 << 32) | u
+        bits = int(np.float64(v).view(np.uint64))
+        sbytes = lambda z: [s32(((z >> (8 * k)) & 0xFF) << 24) >> 24 for k in range(4)]  # noqa: E731
+        want = [
+            int(np.rint(np.float32(v) * np.float32(1e6))),
+            int(f"{w % 2**64:064b}"[::-1], 2),
+            sum(((both >> (8 * ((0x5173 >> (4 * k)) & 7))) & 0xFF) << (8 * k) for k in range(4)),
+            ((both << i) >> 32) % 2**32,
+            (both >> i) % 2**32,
+            s32(7 + sum(p * q for p, q in zip(sbytes(u), sbytes(u2)))),
+            (s32(u) + s32(u2)) >> 1, (s32(u) + s32(u2) + 1) >> 1,
+            min(u, u2), min(w, -w) if w != -2**63 else w, max(w % 2**64, 5),
+            s32(bits >> 32), s32(bits % 2**32),
+            min(w % 2**64, u2), max(u, w % 2**64), 2**63 - 1]
+        want = [z - 2**64 if z >= 2**63 else z for z in want]
+        assert list(got[i]) == want, (i, list(got[i]), want)
+
+
 # --------------------------------------------------------------------------- shared memory
 
 SHARED = build(r"""

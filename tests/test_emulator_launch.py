@@ -177,6 +177,22 @@ def test_errors_inside_the_prelude_name_the_kernel_line():
         gk.from_source(code, name="big", backend="cpu")
 
 
+@pytest.mark.parametrize("call,name", [("__vabsdiffu4(a, b)", "__vabsdiffu4"),
+                                       ("__dp2a_lo(a, b, 0)", "__dp2a_lo"),
+                                       ("(unsigned)cyl_bessel_i0f((float)a)", "cyl_bessel_i0f")])
+def test_a_cuda_function_the_emulator_lacks_is_named(call, name):
+    code = ('extern "C" __global__ void k(unsigned* x) {\n'
+            '  unsigned a = x[0], b = x[1];\n'
+            f'  x[2] = {call};\n'
+            '}\n')
+    with pytest.raises(CompileError, match=rf"^lacking\.cu line 3: CUDA has {name}\(\); the "
+                                           rf"emulator does not: write it from operations it "
+                                           rf"has, or run this kernel on a GPU\n"):
+        gk.from_source(code, name="lacking", backend="cpu")
+    with pytest.raises(CompileError, match=r"line 3: 'sinnpif' was not declared"):  # a typo
+        gk.from_source(code.replace(call, "(unsigned)sinnpif(1.0f)"), name="typo", backend="cpu")
+
+
 def test_a_device_function_without_a_body():
     code = ('__device__ float helper(float);\n'
             'extern "C" __global__ void k(float* x) { x[0] = helper(x[0]); }\n')

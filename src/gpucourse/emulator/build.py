@@ -152,8 +152,44 @@ def source_line(source: str | None, line: int | str) -> str:
     return rows[int(line) - 1].strip() if 0 < int(line) <= len(rows) else ""
 
 
+# Device functions of CUDA that a kernel may call and the emulator's prelude may lack.
+_CUDA_FUNCTIONS = set("""
+    cospi cospif cyl_bessel_i0 cyl_bessel_i0f cyl_bessel_i1 cyl_bessel_i1f erfcinv erfcinvf erfcx
+    erfcxf erfinv erfinvf fdividef norm norm3d norm3df norm4d norm4df normcdf normcdff normcdfinv
+    normcdfinvf normf rcbrt rcbrtf rhypot rhypotf rnorm rnorm3d rnorm3df rnorm4d rnorm4df rnormf
+    rsqrt rsqrtf sincospi sincospif sinpi sinpif llmax llmin ullmax ullmin umax umin
+    __brev __brevll __byte_perm __clz __clzll __dp2a_hi __dp2a_lo __dp4a __ffs __ffsll __fns
+    __funnelshift_l __funnelshift_lc __funnelshift_r __funnelshift_rc __hadd __mul24 __mul64hi
+    __mulhi __popc __popcll __rhadd __sad __uhadd __umul24 __umul64hi __umulhi __urhadd __usad
+    __cosf __exp10f __expf __fdividef __fsqrt_rn __frsqrt_rn __log10f __log2f __logf __powf
+    __saturatef __sincosf __sinf __tanf __double2hiint __double2loint __hiloint2double
+    __double_as_longlong __longlong_as_double __float_as_int __float_as_uint __int_as_float
+    __uint_as_float __isGlobal __isShared __isConstant __isLocal __cvta_generic_to_shared
+    __prof_trigger __nanosleep __ldg __ldcg __ldca __ldcs __ldlu __ldcv __stwb __stcg __stcs __stwt
+""".split())
+# The families with a rounding suffix (__fadd_rz, __double2ll_ru, ...) and the SIMD ones (__vadd4).
+_CUDA_FUNCTION_FAMILIES = re.compile(
+    r"__(?:f(?:add|sub|mul|div|sqrt|rcp|maf|maf_ieee)|d(?:add|sub|mul|div|sqrt|rcp)|fma"
+    r"|(?:float|double|int|uint|ll|ull)2(?:float|double|int|uint|ll|ull))_r[nzdu]$"
+    r"|__v\w+(?:2|4)$")
+
+
+def _missing_cuda_function(msg: str) -> str:
+    """A sentence for "'name' was not declared" where name is a CUDA device function, or ''."""
+    m = re.match(r"['\u2018](\w+)['\u2019] was not declared in this scope"
+                 r"|use of undeclared identifier '(\w+)'", msg)
+    name = m and (m.group(1) or m.group(2))
+    if name and (name in _CUDA_FUNCTIONS or _CUDA_FUNCTION_FAMILIES.match(name)):
+        return (f"CUDA has {name}(); the emulator does not: write it from operations it has, "
+                f"or run this kernel on a GPU")
+    return ""
+
+
 def _cuda_rule(msg: str, code: str, source: str | None) -> str:
     """The CUDA rule that a g++ error on kernel line ``code`` comes from, or ''."""
+    missing = _missing_cuda_function(msg)
+    if missing:
+        return missing
     if re.search(r"\bwarpSize\b", code) and "constant" in msg:
         return ("warpSize is not a compile-time constant in CUDA (it is a variable read at run "
                 "time), so it cannot size an array or be a template argument; write 32 there")
