@@ -6,7 +6,11 @@ is cached by a hash of source and flags in ``$GPUCOURSE_CACHE`` (default: the us
 folder, ``~/.cache/gpucourse``). A launch runs block after block; the threads of a block
 are fibers that switch at ``__syncthreads``, warp functions and exit, so a kernel missing
 a barrier gives a wrong answer here as it would on a GPU. Shared memory and the arrays of
-:func:`empty` are poisoned (all bytes 0xFF: NaN for floats, -1 for ints). A block has
+:func:`empty` are poisoned (all bytes 0xFF: NaN for floats, -1 for ints). A warp function
+waits for the lanes of its mask that have not returned, as in CUDA; a shuffle that reads a
+lane outside its call (returned, or not in the mask) gets a poison too (NaN, or 0x7ffbadbd
+for integers), where CUDA leaves the value undefined. Only ``__syncwarp`` and
+``__syncthreads`` order memory between threads, as in CUDA, not shuffles or votes. A block has
 48 KB of shared memory, as by default in CUDA: a kernel whose static ``__shared__`` arrays
 take more does not compile, and a launch's dynamic ``shared_mem`` gets what they leave.
 
