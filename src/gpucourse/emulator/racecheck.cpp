@@ -5,14 +5,15 @@
 // calls __tsan_readN / __tsan_writeN (defined here, not by the sanitizer's runtime); atomics
 // are marked by atomic_marks.h, and their own read and write are left uninstrumented. The
 // runtime calls on_sync when a block starts, when a __syncthreads() completes and when a
-// warp-level sync (__syncwarp, a shuffle, a vote) completes.
+// warp-level call completes: a __syncwarp, which orders memory among its lanes, or a shuffle
+// or vote, which does not (the CUDA Programming Guide promises ordering only for __syncwarp).
 //
 // Shadow memory: one cell per 4-byte word of the launch's arrays and of shared memory holds
 // the last plain write, up to two atomics and up to two plain reads since it. An access
 // records its thread, the number of __syncthreads() its block had completed, its lane's
 // own entry of its vector clock, and its instruction. Two accesses of different threads
 // are ordered when a __syncthreads() completed between them (same block), or when their
-// lanes met in warp-level syncs in between (same warp: a vector clock per lane over the 32
+// lanes met in a __syncwarp in between (same warp: a vector clock per lane over the 32
 // lanes of its warp). Threads of different blocks are never ordered: on a GPU they run at
 // the same time. Shared memory left by an earlier block is stale, not shared.
 //

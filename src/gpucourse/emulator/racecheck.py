@@ -5,7 +5,7 @@ Thread orders alone miss a lost update: on the emulator ``out[0] += x[i]`` or
 gives the exact answer. The detector compiles the kernel once more with every load, store
 and atomic observed (``instrument``, hooks in ``racecheck.cpp``), runs one launch and
 reports the first two accesses of different threads to the same bytes that nothing orders
-(a ``__syncthreads()`` in their block, a warp-level sync of their warp), where at least
+(a ``__syncthreads()`` in their block, a ``__syncwarp()`` of their warp), where at least
 one is a plain write, or one is atomic and the other plain: read-after-write,
 write-after-read and write-after-write hazards in shared and global memory. Threads of
 different blocks are never ordered. An access to dynamic shared memory past the launch's
