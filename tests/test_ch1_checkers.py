@@ -143,6 +143,9 @@ def test_bandwidth_timer_accepts_solution():
     (_bandwidth(scale=2**30), "what GiB/s"),
     (_bandwidth(scale=1e6), "what MB/s"),
     (_bandwidth(scale=1e12), "what TB/s"),
+    (_bandwidth(scale=0.5e9), "twice the true bandwidth"),   # read and write counted again
+    (lambda launch, sync, nbytes: nbytes / _bandwidth()(launch, sync, nbytes) / 1e9,
+     "not seconds"),                                          # returned seconds
 ])
 def test_bandwidth_timer_rejects(fn, match):
     with expect_failure(match):
@@ -187,6 +190,9 @@ def test_transfer_time_rejects(transfer):
     _worth(transfer=lambda nbytes, gpu, pinned=True: transfer_seconds(nbytes, gpu, True)),
     _worth(result_pinned=True),   # the result copied back as if always pinned
     _worth(gpu_reused=False),     # the GPU time counted once, not once per pass
+    # one transfer of batch + result: a single latency for two copies
+    lambda b, r, cpu, g, gpu, pinned=True, reuses=1:
+        transfer_seconds(b + r, gpu, pinned) + reuses * g < reuses * cpu,
 ])
 def test_move_decision_rejects(worth):
     with expect_failure("worth_moving"):

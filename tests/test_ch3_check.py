@@ -103,6 +103,7 @@ def test_average_gradients_must_use_the_world_size():
 @pytest.mark.parametrize("body, reads", [
     ("for p in model.parameters():\n        dist.all_reduce(p.grad)\n        p.grad /= world_size", True),
     ("for p in model.parameters():\n        dist.all_reduce(p.grad)\n        p.grad /= dist.get_world_size()", True),
+    ("for p in model.parameters():\n        dist.all_reduce(p.grad, op=dist.ReduceOp.AVG)", True),
     ("for p in model.parameters():\n        dist.all_reduce(p.grad)\n        p.grad /= 2  # world_size", False),
 ])
 def test_a_fixed_divisor_is_told_apart_from_the_world_size(body, reads):

@@ -38,6 +38,9 @@ def test_launch_config_accepts_the_solution(capsys):
     (lambda n, r, s, g: choose_launch(n, 32, s, g), "occupancy"),  # ignores registers
     (lambda n, r, s, g: (math.ceil(n / 1024), 1024), "cannot launch"),
     (lambda n, r, s, g: (math.ceil(n / 128) + 1, 128), "nothing to do"),
+    # n // block + 1: one idle block whenever n is a multiple of the block
+    (lambda n, r, s, g: (n // choose_launch(n, r, s, g)[1] + 1, choose_launch(n, r, s, g)[1]),
+     "nothing to do"),
 ])
 def test_launch_config_rejects(wrong, match):
     with expect_failure(match):

@@ -199,7 +199,10 @@ def _no_raise(m, n, k, s, gpu, p):
     (lambda m, n, k, s, g, p: percent_of_peak(m, n, k, s, g, p) / 1.024 ** 4, "1e12"),
     (lambda m, n, k, s, g, p: 100 * 2 * n ** 3 / s / gc.specs.lookup(g).peak_flops(p), "expected"),
     (_no_raise, "PrecisionError"),
-], ids=["n^3 not 2mnk", "fraction", "fp32 peak for all", "2**40", "square only", "no error for T4 bf16"])
+    (lambda m, n, k, s, g, p: 100 * 2 * m * n * k / s / (gc.specs.lookup(g).peak_tflops[p] * 1e12),
+     "raised KeyError"),
+], ids=["n^3 not 2mnk", "fraction", "fp32 peak for all", "2**40", "square only", "no error for T4 bf16",
+        "peak by hand"])
 def test_percent_of_peak_wrong_answers_fail(fn, match):
     with expect_failure(match):
         c5.check_percent_of_peak(fn)

@@ -113,6 +113,23 @@ def test_timer_checker_accepts_right_and_rejects_wrong(capsys):
         check_timer(lambda l, s: _timed(l, s, 0, True))
 
 
+def test_the_course_timing_harness_passes_the_timer_checks():
+    """Lab 0 says: time everything with gc.bench. Its warm-up must outlast the simulated cold start."""
+    import gpucourse as gc
+    from gpucourse.check import ch1
+
+    def step(launch, sync):
+        return lambda: (launch(), sync())
+
+    check_timer(lambda l, s: gc.bench.benchmark(step(l, s)).median_s)
+    ch1.check_bandwidth_timer(lambda l, s, nbytes: gc.bench.benchmark(step(l, s), bytes=nbytes).gbps)
+
+
+def test_a_time_in_milliseconds_is_named_as_a_unit_slip():
+    with pytest.raises(AssertionError, match="check the unit"):
+        check_timer(lambda l, s: 1e3 * _timed(l, s, 10, True))
+
+
 def test_assert_close_takes_bfloat16_tensors():
     torch = pytest.importorskip("torch")
     x = torch.tensor([1.0, 2.5, -3.0])

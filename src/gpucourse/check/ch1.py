@@ -230,10 +230,17 @@ def check_bandwidth_timer(effective_bandwidth: Callable, nbytes: int = 64 * 2**2
             f"return the bandwidth as a positive number of GB/s, got {gbps!r}")
         expected = nbytes / SimulatedAsyncDevice().work_s / 1e9
         ratio = float(gbps) / expected
+        assert not 1.8 < ratio < 2.2, (
+            f"{float(gbps):.4g} GB/s is twice the true bandwidth: nbytes already counts every "
+            "byte the copy moves; divide it by the time once.")
         for low, high, unit in _WRONG_UNITS:
             assert not low < ratio < high, (
                 f"{float(gbps):.4g} is {ratio:.3g} x the true bandwidth, which is what {unit} "
                 "gives: return GB/s (10^9 bytes per second).")
+        # A timer without warm-up is at most ~9x slow; far below that is a unit, not timing.
+        assert ratio > 0.05, (
+            f"{float(gbps):.4g} is {ratio:.3g} x the true bandwidth: return GB/s "
+            "(nbytes / seconds / 1e9), not seconds or another unit.")
         return float(nbytes / (float(gbps) * 1e9))
 
     seconds = check_timer(measure, number=number, title="effective bandwidth of an asynchronous copy")
@@ -260,8 +267,9 @@ def _decision_cases():
     """Cases whose answers flip when one part of the cost is left out or mis-scaled."""
     cases = []
 
-    def near(batch, result, gpu, pinned, reuses, gpu_s, leave_out):
-        """A case whose CPU time sits just beyond ``leave_out``'s share of the cost."""
+    def near(batch, result, gpu, pinned, reuses, gpu_s, leave_out, part=0.5):
+        """A case whose CPU time sits ``part`` of ``leave_out``'s share below the cost, so that
+        leaving that share out (or part of it) flips the answer."""
         up, down = _ref_transfer(batch, gpu, pinned), _ref_transfer(result, gpu, pinned)
         total = up + reuses * gpu_s + down
         share = {"latency": 2 * models.TRANSFER_LATENCY_S, "d2h": down,
@@ -271,10 +279,11 @@ def _decision_cases():
                  "gpu reuses": (reuses - 1) * gpu_s}.get(leave_out, 0.0)
         if leave_out == "reuses":  # worth it only when the copies are shared by all the passes
             return (batch, result, 1.1 * total / reuses, gpu_s, gpu, pinned, reuses)
-        cpu = (total - share / 2) / reuses  # worth it only without the left-out part
+        cpu = (total - share * part) / reuses  # worth it only without the left-out part
         return (batch, result, cpu, gpu_s, gpu, pinned, reuses)
 
-    cases.append(near(2**10, 2**10, "H100-SXM", True, 1, 1e-6, "latency"))
+    # A quarter of the two copies' latencies: one latency for both copies flips it too.
+    cases.append(near(2**10, 2**10, "H100-SXM", True, 1, 1e-6, "latency", part=0.25))
     cases.append(near(64 * 2**20, 64 * 2**20, "A100-SXM4-80GB", True, 1, 2e-5, "d2h"))
     cases.append(near(64 * 2**20, 2**10, "A10", False, 1, 1e-4, "pageable"))
     cases.append(near(512 * 2**20, 2**20, "L4", True, 50, 1e-3, "reuses"))

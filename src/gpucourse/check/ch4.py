@@ -34,6 +34,8 @@ LAUNCH_CASES = (
     (777, 40, 16 * 1024, "T4"),
     (2**20 + 1, 96, 8 * 1024, "RTX-4090"),
     (123_457, 255, 0, "H100-SXM"),
+    # a multiple of every power-of-two block: n // block + 1 would launch an idle block
+    (2**20, 32, 0, "L4"),
 )
 
 

@@ -316,6 +316,10 @@ def check_percent_of_peak(percent_of_peak: Callable, number: str = "5.4",
             got = percent_of_peak(4096, 4096, 4096, 1e-2, "T4", "bf16")
         except PrecisionError:
             pass
+        except KeyError as exc:  # spec.peak_tflops[p] by hand
+            raise AssertionError(
+                f"the T4 has no bf16 peak, and your function raised KeyError {exc} for it: use "
+                "gc.specs.lookup(gpu).peak_flops(precision), whose PrecisionError says why.") from None
         else:
             raise AssertionError(f"the T4 has no bf16 peak (its tensor cores do fp16 and int8), yet "
                                  f"you returned {got!r}: let gc.specs raise its PrecisionError.")

@@ -20,7 +20,9 @@ class SimulatedAsyncDevice:
     handful of timed calls without warm-up gets the wrong median.
     """
 
-    def __init__(self, work_s: float = 0.004, cold_calls: int = 8, cold_extra_s: float = 0.03):
+    # Five cold calls: more than a handful of timed calls without warm-up can outvote, fewer
+    # than gc.bench's warm-up and first samples absorb (the course's own harness must pass).
+    def __init__(self, work_s: float = 0.004, cold_calls: int = 5, cold_extra_s: float = 0.03):
         self.work_s, self.cold_calls, self.cold_extra_s = work_s, cold_calls, cold_extra_s
         self.launches = 0
         self.syncs = 0
@@ -58,10 +60,15 @@ def check_timer(measure, number: str = "0.2", title: str = "a correct timing fun
         true = dev.work_s
         assert dev.syncs > 0, ("your function never called synchronize(): it timed the launch, "
                                "not the work (asynchronous launches return at once).")
-        assert got > 0.5 * true, (
+        assert got < 20 * true, (
+            f"{got:.4g} s per call is {got / true:.3g} x the true {true:.4g} s: check the unit "
+            "(return seconds, not milliseconds or microseconds).")
+        # The simulated device is accurate to a few µs in 4 ms, so a right timer lands within
+        # a few per cent; outside 0.8-1.25 something is missing.
+        assert got > 0.8 * true, (
             f"measured {got * 1e3:.3f} ms per call but the work takes {true * 1e3:.1f} ms: "
             "synchronize before you stop the clock.")
-        assert got < 1.6 * true, (
+        assert got < 1.25 * true, (
             f"measured {got * 1e3:.1f} ms per call but the steady state is {true * 1e3:.1f} ms: "
             "warm up first (the first calls are slow) and report the median of several calls.")
         assert dev.launches >= dev.cold_calls + 3, "run several timed calls after the warm-up."

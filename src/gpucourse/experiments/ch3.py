@@ -1646,12 +1646,13 @@ def try_average_gradients(fn: Callable, pool: Workers | int | None = None, per_w
 
 
 def _reads_world_size(source: str) -> bool:
-    """Whether a function's body uses its ``world_size`` or ``dist.get_world_size()``: one
-    that divides by a fixed 2 is right on two workers only."""
+    """Whether a function's body uses its ``world_size``, ``dist.get_world_size()`` or an
+    averaging all-reduce (``ReduceOp.AVG``): one that divides by a fixed 2 is right on two
+    workers only."""
     body = ast.parse(source).body[0].body
-    return any((isinstance(n, ast.Name) and n.id == "world_size") or
-               (isinstance(n, ast.Attribute) and n.attr == "get_world_size") or
-               (isinstance(n, ast.Name) and n.id == "get_world_size")
+    names = {"world_size", "get_world_size", "AVG"}
+    return any((isinstance(n, ast.Name) and n.id in names) or
+               (isinstance(n, ast.Attribute) and n.attr in names)
                for stmt in body for n in ast.walk(stmt))
 
 
