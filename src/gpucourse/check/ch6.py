@@ -276,7 +276,11 @@ def check_training_bytes(fn, number: str = "6.4",
                      "fp32 master weights": m.master_copy, "optimizer state": m.optimizer_state,
                      "activations": m.activations}
             hint = ""
-            if dt != "fp32" and got == m.total - m.master_copy:
+            if dt != "fp32" and got == m.total - m.master_copy == m.total - m.optimizer_state // 2:
+                # With Adam both slips cost 4 bytes per parameter: name both.
+                hint = (" You left out the FP32 master copy of the weights, or kept the optimizer "
+                        "state in 2-byte values (it stays FP32): each is 4 bytes per parameter here.")
+            elif dt != "fp32" and got == m.total - m.master_copy:
                 hint = " You left out the FP32 master copy of the weights."
             elif dt != "fp32" and m.optimizer_state and got == m.total - m.optimizer_state // 2:
                 hint = " The optimizer state stays in FP32 (4 bytes per value) in mixed precision."
