@@ -304,3 +304,20 @@ def test_extern_c_blocks_and_launch_bounds_are_understood():
 def test_defines_must_be_identifiers():
     with pytest.raises(CompileError, match="define '1TILE' is not a C identifier"):
         gk.load("transpose", {"1TILE": 4}, backend="cpu")
+
+
+def test_a_shared_array_inside_a_function_template_is_refused_by_line():
+    """g++ places a template's static local in a section of its own, outside the emulator's
+    shared memory: it would be neither per block nor watched by the race detector."""
+    code = ('template <int T> __device__ void fill(float* x) {\n'
+            '  __shared__ float tile[T];\n'
+            '  tile[threadIdx.x] = 1.0f; __syncthreads(); x[threadIdx.x] = tile[0];\n'
+            '}\n'
+            'template <typename F> __device__ F twice(F v) { return v + v; }\n'
+            'extern "C" __global__ void k(float* x) { fill<32>(x); x[0] = twice(x[0]); }\n')
+    with pytest.raises(CompileError, match=r"^t\.cu line 2: the CPU emulator does not support a "
+                                           r"__shared__ array inside a function template"):
+        gk.from_source(code, name="t.cu", backend="cpu")
+    # a template without shared memory is fine
+    gk.from_source(code.replace("__shared__ float tile[T];", "float tile[T];"), name="t.cu",
+                   backend="cpu")

@@ -290,6 +290,13 @@ def check_supported(code: str, filename: str = "kernel.cu") -> None:
         m = re.search(pattern, text)
         if m:
             raise CompileError(f"{filename} line {line_of(text, m.start())}: {message}.")
+    shared_in_template = _shared_in_template(text)
+    if shared_in_template is not None:
+        raise CompileError(
+            f"{filename} line {line_of(text, shared_in_template)}: the CPU emulator does not "
+            "support a __shared__ array inside a function template (the host compiler places "
+            "it outside shared memory); declare it in the kernel and pass a pointer, or make "
+            "the function a plain __device__ function.")
     # #include lines keep their header names: blank_strings emptied "..." includes.
     includes = strip_comments(code)
     hits = []
@@ -305,6 +312,27 @@ def check_supported(code: str, filename: str = "kernel.cu") -> None:
         raise CompileError(
             f"{filename} line {line_of(src, pos)}: the CPU emulator does not support "
             f"{what.format(name)}; {instead}.")
+
+
+def _shared_in_template(text: str) -> int | None:
+    """Offset of the first __shared__ inside the body of a function template, or None."""
+    for m in re.finditer(r"\btemplate\s*<", text):
+        depth, i = 1, m.end()
+        while i < len(text) and depth:  # the template's parameter list
+            depth += {"<": 1, ">": -1}.get(text[i], 0)
+            i += 1
+        body = text.find("{", i)
+        stop = text.find(";", i)
+        if body < 0 or (0 <= stop < body and "(" not in text[i:stop]):
+            continue  # a declaration without a body
+        depth, j = 1, body + 1
+        while j < len(text) and depth:
+            depth += {"{": 1, "}": -1}.get(text[j], 0)
+            j += 1
+        hit = re.search(r"\b__shared__\b", text[body:j])
+        if hit:
+            return body + hit.start()
+    return None
 
 
 _DROPPED_INCLUDES = re.compile(
