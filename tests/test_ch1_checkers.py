@@ -26,10 +26,13 @@ def test_coalesced_indexing_accepts_grid_stride():
     (CHUNKED, "not coalesced"),                                            # the given CPU-style chunk
     ("    return t + (long long)k * blockDim.x;", "must cover"),           # steps overlap, tail missed
     ("    return threadIdx.x + (long long)k * T;", "must cover"),          # forgot the block index
-    # right elements, transposed order: lane l of every warp jumps T/32 elements
-    ("    return (long long)k * T + (t % 32) * (T / 32) + t / 32;", "not coalesced"),
+    # transposed order: lane l of every warp jumps T/32 elements (and a grid of 80 threads
+    # leaves some elements out)
+    ("    return (long long)k * T + (t % 32) * (T / 32) + t / 32;", "must cover"),
     # coalesced and covers everything, but wraps round: some elements are scaled twice
     ("    return ((long long)k * T + t) % n;", "taken 32 times"),
+    # the grid's thread count rounded up to whole warps: elements between are never taken
+    ("    const long long P = (T + 31) / 32 * 32;\n    return (long long)k * P + t;", "must cover"),
 ])
 def test_coalesced_indexing_rejects(wrong, match):
     with expect_failure(match):

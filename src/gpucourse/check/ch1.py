@@ -53,7 +53,8 @@ extern "C" __global__ void ch1_probe_element(long long* idx, int n, int iteratio
 
 # (n, blocks, threads per block): n larger than the grid so every thread loops, sizes that
 # divide nothing, and a block that is not a multiple of the warp size.
-SCALE_CASES = ((1, 1, 32), (1000, 2, 128), (4099, 3, 96), (10007, 4, 64), (5000, 2, 80))
+SCALE_CASES = ((1, 1, 32), (1000, 2, 128), (4099, 3, 96), (10007, 4, 64), (5000, 2, 80),
+               (200, 1, 80))  # 80 threads in all: a stride rounded up to whole warps skips some
 
 
 def warp_accesses(idx: np.ndarray, n: int, blocks: int, threads: int, iterations: int):
