@@ -39,6 +39,11 @@ def test_coalesced_indexing_rejects(wrong, match):
         c1.check_coalesced_scale(_scale(wrong))
 
 
+def test_pasting_the_whole_printed_cell_says_to_submit_element_only():
+    with expect_failure("Submit only your element() function"):
+        c1.check_coalesced_scale(_scale("    return t + (long long)k * T;") + c1.SCALE_KERNEL)
+
+
 def test_coalesced_indexing_needs_element_function():
     with expect_failure("define `__device__ long long element"):
         c1.check_coalesced_scale("__device__ int index() { return 0; }")

@@ -124,7 +124,7 @@ def test_warp_reduce_accepts_the_solution(capsys):
                          "if (i >= n) return;\n    float v = x[i];"), "n="),  # early return
     (WARP_REDUCE.replace("int offset = 16", "int offset = 8"), "n="),       # one step short
     (WARP_REDUCE.replace("lane < blockDim.x / 32 ? warp_totals[lane] : 0.0f",
-                         "warp_totals[lane]"), "n="),                        # reads unset totals
+                         "warp_totals[lane]"), "never written"),             # reads unset totals
     (WARP_REDUCE.replace("if (lane == 0) atomicAdd(out, v);",
                          "if (lane == 0 && blockIdx.x == 0) atomicAdd(out, v);"), "n="),
     (WARP_REDUCE.replace("if (lane == 0) atomicAdd(out, v);",

@@ -103,7 +103,9 @@ def check_coalesced_scale(element_source: str, number: str = "1.1") -> None:
             mod = kernels.from_source(element_source + SCALE_KERNEL + _PROBE, name="exercise_1_1.cu")
             mod.scale, mod.ch1_probe_element  # noqa: B018 (both must exist)
         except CourseError as exc:
-            raise AssertionError(f"the kernel does not build: {exc}") from None
+            hint = ("\nSubmit only your element() function: the checker adds the scale kernel "
+                    "itself." if "redefinition" in str(exc) and "scale" in str(exc) else "")
+            raise AssertionError(f"the kernel does not build: {exc}{hint}") from None
         for n, blocks, threads in SCALE_CASES:
             x_host = random_array(n, np.float32, seed=n)
             x, y = device.asarray(x_host), device.empty(n, np.float32)

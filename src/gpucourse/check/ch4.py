@@ -206,6 +206,10 @@ def check_warp_reduce(source: str, number: str = "4.3",
                 run_learner_kernel(kern, (ceil_div(n, block),), (block,), (x, out, np.int32(n)),
                                    race_check=True, what=f"n={n}, block {block}")
                 got = float(out[0])
+                assert np.isfinite(got), (
+                    f"n={n}, block {block}: the sum is {got}: something was read that was never "
+                    "written, e.g. warp_totals entries of warps the block does not have (read "
+                    "them only for lane < blockDim.x / 32), or a lane outside the shuffle's mask.")
                 # float32 sums in another order: a few ulps of the sum of magnitudes.
                 tol = 2e-6 * scale + 1e-6
                 assert abs(got - want) <= tol, (
