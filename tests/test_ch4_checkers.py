@@ -79,6 +79,12 @@ extern "C" __global__ void no_divergence(const float* x, float* y, int n, int k)
     float a = branch_a(x[i], k), b = branch_b(x[i], k);
     y[i] = (i % 2 == 0) ? a : b;
 }""", "called"),
+    # the element loaded before the bounds test: right values, a read past the end of x
+    (NO_DIVERGENCE.replace("    if (i >= n) return;\n    if (parity == 0) y[i] = branch_a(x[i], k);\n"
+                           "    else             y[i] = branch_b(x[i], k);",
+                           "    float v = x[i];\n    if (i >= n) return;\n"
+                           "    y[i] = parity == 0 ? branch_a(v, k) : branch_b(v, k);"),
+     "out of bounds"),
     # the loops copied into the kernel instead of calling the branches
     (r"""
 extern "C" __global__ void no_divergence(const float* x, float* y, int n, int k) {

@@ -126,7 +126,10 @@ def test_fused_chain_solution_passes(capsys):
     (FUSED.replace("x[i] * 1.5f + 0.25f", "(x[i] + 0.25f) * 1.5f"), "not yet right"),
     (FUSED.replace("int i = blockIdx.x * blockDim.x + threadIdx.x;", "int i = threadIdx.x;"),
      "never written"),
-], ids=["no bounds check", "no ReLU", "add before multiply", "threadIdx only"])
+    # the load before the bounds test: y comes out right, x is read one past its end
+    (FUSED.replace("if (i < n) {", "float first = x[i];\n    if (i < n) {")
+          .replace("x[i] * 1.5f", "first * 1.5f"), "reads `x` out of bounds"),
+], ids=["no bounds check", "no ReLU", "add before multiply", "threadIdx only", "load before the test"])
 def test_fused_chain_wrong_kernels_fail(source, match):
     with expect_failure(match):
         c5.check_fused_chain(source, traffic)

@@ -146,8 +146,10 @@ def check_no_divergence(source: str, number: str = "4.2",
             want = _branch_reference(x, k)
             for block in (64, 128, 256):
                 y = np.full(n, np.nan, np.float32)
+                # race_check: a load before the bounds test reads past x (named by line)
                 run_learner_kernel(real, (divergence_grid(n, block),), (block,),
-                                   (x, y, np.int32(n), np.int32(k)), what=f"n={n}, block {block}")
+                                   (x, y, np.int32(n), np.int32(k)), what=f"n={n}, block {block}",
+                                   race_check=True)
                 bad = np.flatnonzero(~np.isclose(y, want, rtol=1e-5, atol=1e-5))
                 if bad.size:
                     i = int(bad[0])

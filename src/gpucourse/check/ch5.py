@@ -199,6 +199,10 @@ def check_fused_chain(source: str, traffic: Callable, number: str = "5.2",
             if not (buf[n:] == SENTINEL).all():
                 raise AssertionError(f"at {what} the kernel wrote past the end of y: the last block "
                                      "has threads with i >= n; guard with `if (i < n)`.")
+            # Last, under the hazard detector: a read past the end of x (e.g. a float4 load of
+            # the last, partial group) leaves y right, and only the detector names it.
+            run_learner_kernel(kern, grid, block, (x, _padded((n,), pad)[1], np.int32(n)), what,
+                               race_check=True)
 
 
 # --------------------------------------------------------------------------- 5.3 sparse or dense

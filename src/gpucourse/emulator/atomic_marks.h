@@ -22,6 +22,7 @@ extern "C" GCEMU_HIDDEN void GCEMU_ATOMIC_CAS_MARK(const void* address, unsigned
 
 #define GCEMU_MARK_ATOMIC_WITH(NAME, MARK)                                              \
   template <class T, class... R>                                                        \
+  __attribute__((always_inline)) /* the mark's caller is the kernel's line, at -O0 too */ \
   static inline auto __gcemu_marked_##NAME(T* address, R... rest)                       \
       -> decltype(NAME(address, rest...)) {                                             \
     MARK((const void*)address, (unsigned)sizeof(T));                                    \

@@ -90,7 +90,9 @@ def _warn_once(problem: str, when: str = "") -> None:
 
 def _flags() -> tuple[str, ...]:
     version = hashlib.sha256(HOOKS.read_bytes() + instrument.ATOMIC_MARKS.read_bytes()).hexdigest()[:12]
-    return (*instrument.TSAN_FLAGS, "-include", str(instrument.ATOMIC_MARKS),
+    # -O0: every access the source writes happens, where it is written. An optimizer may sink
+    # `v = x[i]` below `if (i >= n) return;` and hide the read past the end that nvcc emits.
+    return ("-O0", *instrument.TSAN_FLAGS, "-include", str(instrument.ATOMIC_MARKS),
             "-DGCEMU_ATOMIC_MARK=__gcrace_atomic", "-DGCEMU_ATOMIC_CAS_MARK=__gcrace_atomic_cas",
             # The read and write inside an atomic are the atomic: the mark observes them.
             '-DGCEMU_ATOMIC_ATTR=__attribute__((no_sanitize("thread")))',
