@@ -130,6 +130,20 @@ def test_transpose_checker_rejects_wrong_kernels(source, match):
         lab.check_padded_transpose(source)
 
 
+def test_transpose_checker_accepts_a_tile_passed_to_a_helper_function(capsys):
+    """The subscript trace cannot follow the tile into a function; the profiler can."""
+    helper = SOLUTION.replace(
+        'extern "C" __global__ void transpose_padded(',
+        "__device__ float read_tile(float (*tile)[TILE + 1], int r, int c) { return tile[r][c]; }\n"
+        'extern "C" __global__ void transpose_padded(').replace(
+        "tile[threadIdx.x][threadIdx.y + j];", "read_tile(tile, threadIdx.x, threadIdx.y + j);")
+    assert "read_tile(tile" in helper
+    lab.check_padded_transpose(helper)
+    assert "Exercise 2.2 passed" in capsys.readouterr().out
+    with expect_failure("32-way shared-memory bank conflict"):
+        lab.check_padded_transpose(helper.replace("TILE + 1", "TILE"))
+
+
 def test_transpose_checker_says_when_the_exercise_is_not_done():
     def not_done():
         raise NotImplementedError("Exercise 2.2")

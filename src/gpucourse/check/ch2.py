@@ -625,12 +625,16 @@ def check_padded_transpose(source, kernel: str = "transpose_padded", number: str
             trace = trace_shared_accesses(source, kernel, (2, 2), (32, 8),
                                           (a, out, np.int32(64), np.int32(64)),
                                           defines=TRANSPOSE_DEFINES)
-        except TraceError as exc:
-            raise AssertionError(str(exc)) from None
-        assert trace["accesses"], (
-            "the kernel never reads or writes shared memory: stage each tile in a "
-            "`__shared__ float tile[TILE][TILE + 1]` so that both global accesses are coalesced.")
-        worst = max(trace["accesses"], key=lambda acc: acc["ways"])
+        except TraceError as exc:  # e.g. the tile passed to a helper function
+            untraced = str(exc)
+            trace = {"arrays": [], "accesses": [], "worst": 0}
+        else:
+            untraced = ""
+        never = ("the kernel never reads or writes shared memory: stage each tile in a "
+                 "`__shared__ float tile[TILE][TILE + 1]` so that both global accesses are "
+                 "coalesced.")
+        assert untraced or trace["accesses"], never
+        worst = max(trace["accesses"], key=lambda acc: acc["ways"], default={"ways": 1})
         if worst["ways"] > 1:
             banks = worst["banks"]
             lanes = ", ".join(f"lane {lane} -> bank {b}" for lane, b in
@@ -640,19 +644,24 @@ def check_padded_transpose(source, kernel: str = "transpose_padded", number: str
                 f"`{worst['array']}`) is a {worst['ways']}-way bank conflict ({lanes}, ...): "
                 "the lanes of a warp read a column, and with rows of 32 floats a whole column "
                 "sits in one bank. Pad each row by one element: tile[TILE][TILE + 1].")
-        _check_transpose_traffic(k, a, out)
+        prof = _check_transpose_traffic(k, a, out)
+        if untraced:  # only the profiler saw the tile's accesses
+            if prof is None:
+                raise AssertionError(untraced)
+            assert prof.shared_memory.requests, never
     return trace
 
 
-def _check_transpose_traffic(kernel, a, out) -> None:
+def _check_transpose_traffic(kernel, a, out):
     """Step 4: the profiler's counts of every access, however the kernel reaches memory
-    (the trace above sees only subscripts of the tile itself, not a pointer into it)."""
+    (the trace sees only subscripts of the tile itself, not a pointer into it or a tile passed
+    to a function); the Profile, or None where the profiler cannot run."""
     from .. import profiler
 
     try:
         prof = profiler.profile(kernel, (2, 2), (32, 8), (a, out, np.int32(64), np.int32(64)))
     except profiler.ProfilerError:  # no profiling toolchain here: steps 1-3 still ran
-        return
+        return None
     for r in prof.lines:
         c = r.counters
         if r.access.startswith("shared") and c.max_ways > 1:
@@ -667,3 +676,4 @@ def _check_transpose_traffic(kernel, a, out) -> None:
                 "sectors per warp request where 4 would do: consecutive threadIdx.x must touch "
                 "consecutive addresses of both `in` and `out`; the column walk belongs in shared "
                 "memory.")
+    return prof
