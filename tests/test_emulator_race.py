@@ -125,6 +125,14 @@ extern "C" __global__ void read_while_counting(const int* d, unsigned* bins, int
   for (int b = threadIdx.x; b < NB; b += blockDim.x) bins[blockIdx.x * NB + b] = s_bins[b];  // NO BARRIER
 }
 
+extern "C" __global__ void quads(const float* in, float* out, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (4 * i < n) {  // wrong for n % 4 != 0: the last float4 runs past the end of in
+    const float4 v = reinterpret_cast<const float4*>(in)[i];  // QUAD READ
+    out[i] = v.x + v.y + v.z + v.w;
+  }
+}
+
 extern "C" __global__ void bytes(unsigned char* out) {
   out[threadIdx.x] = (unsigned char)threadIdx.x;  // neighbours share a word, not a byte
 }
@@ -277,6 +285,15 @@ def test_a_read_out_of_bounds_names_the_array_and_element(mod, by, element, side
     names(str(info.value), "SHIFTED READ")
     mod.shifted(4, 32, (x, out, I32(100), I32(0)), race_check=True)  # in bounds: no complaint
     np.testing.assert_array_equal(out, x)
+
+
+def test_a_wide_load_that_starts_inside_and_ends_past_the_array_is_out_of_bounds(mod):
+    x = np.random.default_rng(4).standard_normal(64).astype(F32)
+    buf = np.zeros(16, F32)
+    mod.quads(1, 32, (x, buf, I32(64)), race_check=True)  # 64 = 16 whole float4s: fine
+    with pytest.raises(KernelError, match=r"reads `in` out of bounds .*element 3 of 1 \(past its end\)") as info:
+        mod.quads(1, 32, (x[:1].copy(), buf, I32(1)), race_check=True)
+    names(str(info.value), "QUAD READ")
 
 
 def test_a_write_one_past_the_end_is_out_of_bounds(mod):

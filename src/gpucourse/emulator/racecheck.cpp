@@ -239,13 +239,16 @@ __attribute__((noinline)) static void access(uintptr_t pc, uintptr_t addr, uint3
     }
   }
   Access c = {g_block, (uint32_t)(pc - g_base), g_epoch, g_vc[r][r & 31], (uint16_t)r, kind, 0};
-  if (!R) {  // a read-only array, a thread's own stack, a built-in variable ... or no array
-    if (GCRACE_UNLIKELY(outside_arrays(addr))) {
-      c.bytes = 0xF;
-      found(addr, OUTSIDE, Access{}, c);
-    }
+  // Out of bounds: the first byte, or the last of a wide access (a float4 load that starts
+  // on an array's last element and runs past it).
+  const uintptr_t last = addr + (size ? size : 1) - 1;
+  if (GCRACE_UNLIKELY(g_nbounds && ((!R && outside_arrays(addr)) ||
+                                    (last != addr && outside_arrays(last))))) {
+    c.bytes = 0xF;
+    found(!R && outside_arrays(addr) ? addr : last, OUTSIDE, Access{}, c);
     return;
   }
+  if (!R) return;  // a read-only array, a thread's own stack, a built-in variable
   if (GCRACE_UNLIKELY(R->space == DYNAMIC && addr + size > g_dyn_end)) {
     c.bytes = 0xF;
     found(addr, DYNAMIC, Access{}, c);  // beyond the shared_mem of the launch
