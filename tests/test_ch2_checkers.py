@@ -349,6 +349,8 @@ def test_mixed_bytes_accepts_the_solution(capsys):
 @pytest.mark.parametrize("wrong,match", [(mixed_no_bias, "Biases"),
                                          (mixed_16bit_state, "two fp32 values"),
                                          (mixed_no_master, "master copy is fp32"),
+                                         (lambda m: {**mixed_right(m), "weights": 2 * mixed_right(m)["weights"]},
+                                          "That is 4 bytes a value"),
                                          (lambda m: 0, "return a dict")])
 def test_mixed_bytes_rejects_wrong_counts(wrong, match):
     with expect_failure(match):

@@ -412,10 +412,19 @@ def check_mixed_bytes(mixed_precision_bytes: Callable, number: str = "2.5",
             what = type(model).__name__ if not hasattr(model, "__len__") else \
                 " + ".join(type(m).__name__ for m in model)
             for k in want:
-                assert int(got[k]) == want[k], (
+                said = int(got[k])
+                low = k not in ("master_copy", "optimizer_state")  # the fp32 ones
+                if low and said == 2 * want[k]:
+                    why = " That is 4 bytes a value: these tensors are in 2-byte bf16 or fp16."
+                elif not low and 2 * said == want[k]:
+                    why = " That is 2 bytes a value: these tensors stay in 4-byte fp32."
+                elif k == "weights":
+                    why = " Biases and norm/embedding weights are parameters too."
+                else:
+                    why = ""
+                assert said == want[k], (
                     f"{k} of a {what} with {sum(p.numel() for p in model.parameters())} "
-                    f"parameters: you say {int(got[k])} bytes, the real tensors hold {want[k]}."
-                    + (" Biases and norm/embedding weights are parameters too." if k == "weights" else "")
+                    f"parameters: you say {said} bytes, the real tensors hold {want[k]}.{why}"
                     + (" Adam keeps two fp32 values per parameter." if k == "optimizer_state" else "")
                     + (" The master copy is fp32: 4 bytes per parameter." if k == "master_copy" else ""))
 
