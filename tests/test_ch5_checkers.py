@@ -139,7 +139,8 @@ def test_fused_chain_wrong_kernels_fail(source, match):
     (lambda n: (5 * 4 * n, 4 * n), "reads AND writes"),
     (lambda n: (5 * 2 * n, 2 * n), "4 bytes"),
     (lambda n: 40 * n, "pair"),
-], ids=["reads only", "elements not bytes", "one number"])
+    (lambda n: (5 * 2 * 2 * n, 2 * 2 * n), "2 bytes a value"),  # counted as fp16
+], ids=["reads only", "elements not bytes", "one number", "2-byte values"])
 def test_fused_chain_wrong_traffic_fails(fn, match):
     with expect_failure(match):
         c5.check_fused_chain(FUSED, fn)

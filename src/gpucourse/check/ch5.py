@@ -176,7 +176,9 @@ def check_fused_chain(source: str, traffic: Callable, number: str = "5.2",
             if tuple(int(v) for v in got) != want:
                 hint = ""
                 if got[0] == want[0] // 2 or got[1] == want[1] // 2:
-                    hint = " Each pass reads AND writes every value."
+                    # Half the count: reads alone, or 2 bytes a value; name both.
+                    hint = (" Half of the right count is what reads alone, or 2 bytes a value, "
+                            "give: each pass reads AND writes every value, and a float32 is 4 bytes.")
                 elif got[0] == want[0] // 4 or got[1] == want[1] // 4:
                     hint = " Count bytes, not elements: a float32 is 4 bytes."
                 raise AssertionError(f"traffic({n}) = {tuple(got)}, but five separate passes move "
