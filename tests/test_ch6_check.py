@@ -102,6 +102,12 @@ class _HalfUnscale(c6.ReferenceScaler):
         return out, not all(bool(torch.isfinite(g).all()) for g in out)
 
 
+class _HalfThenFloat(c6.ReferenceScaler):
+    def unscale(self, grads):  # divides in FP16, then converts: the dtype is right, the values not
+        out = [(g.half() / self.scale).float() for g in grads]
+        return out, not all(bool(torch.isfinite(g).all()) for g in out)
+
+
 class _GrowsEveryStep(c6.ReferenceScaler):
     def update(self, found_inf):
         self.scale *= self.backoff_factor if found_inf else self.growth_factor
@@ -121,6 +127,7 @@ def test_loss_scaler_accepts_reference(capsys):
 @pytest.mark.parametrize("wrong, match", [
     (_NoReset, "reset"), (_OffByOne, "exactly growth_interval"), (_InfOnly, "NaN"),
     (_HalfUnscale, "FP32"), (_GrowsEveryStep, "expected"), (_PositiveInfOnly, "-inf"),
+    (_HalfThenFloat, "dividing in FP16 first"),
 ])
 def test_loss_scaler_rejects_wrong_answers(wrong, match):
     with expect_failure(match):

@@ -187,9 +187,13 @@ def check_loss_scaler(scaler_class, number: str = "6.2",
                             "(g.float() / scale). Dividing in FP16 underflows again.")
                         want = (raw[k].float() / ref.scale)
                         err = float((gk - want).abs().max())
+                        in_fp16 = (raw[k].half() / ref.scale).float()  # the FP16-first slip
+                        why = ("divide in FP32 (g.float() / scale): dividing in FP16 first loses "
+                               "the small values again" if torch.equal(gk, in_fp16) and
+                               not torch.equal(in_fp16, want) else "divide by the current scale")
                         assert err <= 1e-6 * float(want.abs().max()) + 1e-30, (
                             f"step {step}: gradient {k} is off by {err:.3g} after unscaling; "
-                            "divide by the current scale.")
+                            f"{why}.")
                         rel = float((gk - tk).norm() / tk.norm())
                         assert rel < 1e-2, (f"step {step}: gradient {k} differs from the true "
                                             f"gradient by {rel:.2%}; divide by the scale.")
