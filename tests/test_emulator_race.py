@@ -133,6 +133,20 @@ extern "C" __global__ void quads(const float* in, float* out, int n) {
   }
 }
 
+extern "C" __global__ void totals(const float* x, float* out, int n) {
+  __shared__ float warp_totals[8];  // room for 256 threads only
+  __shared__ float after[32];
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (threadIdx.x < 32) after[threadIdx.x] = 0.0f;
+  if (threadIdx.x % 32 == 0) warp_totals[threadIdx.x / 32] = i < n ? x[i] : 0.0f;  // TOTALS
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float s = after[0];
+    for (int w = 0; w < blockDim.x / 32; w++) s += warp_totals[w];
+    out[blockIdx.x] = s;
+  }
+}
+
 extern "C" __global__ void bytes(unsigned char* out) {
   out[threadIdx.x] = (unsigned char)threadIdx.x;  // neighbours share a word, not a byte
 }
@@ -294,6 +308,18 @@ def test_a_wide_load_that_starts_inside_and_ends_past_the_array_is_out_of_bounds
     with pytest.raises(KernelError, match=r"reads `in` out of bounds .*element 3 of 1 \(past its end\)") as info:
         mod.quads(1, 32, (x[:1].copy(), buf, I32(1)), race_check=True)
     names(str(info.value), "QUAD READ")
+
+
+def test_an_index_past_a_static_shared_array_is_named_even_where_another_array_follows(mod):
+    """The detector's build puts guard bytes after each static __shared__ array: without them
+    warp_totals[8..31] would land in `after` and go unseen."""
+    x = np.random.default_rng(5).standard_normal(1024).astype(F32)
+    out = np.zeros(4, F32)
+    mod.totals(4, 256, (x, out, I32(1024)), race_check=True)  # 8 warps: fits
+    with pytest.raises(KernelError, match=r"writes the __shared__ array `warp_totals` past its end "
+                                          r"\(byte 0 beyond it\)") as info:
+        mod.totals(1, 1024, (x, out, I32(1024)), race_check=True)
+    names(str(info.value), "TOTALS")
 
 
 def test_a_write_one_past_the_end_is_out_of_bounds(mod):

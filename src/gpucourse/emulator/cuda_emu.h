@@ -49,6 +49,17 @@
 #else
 #define __shared__ static
 #endif
+// A static __shared__ array (emulator/source.py rewrites its declaration to this). The race
+// detector's build defines GCEMU_SHARED_GUARD_BYTES: each array is then followed by guard
+// bytes in one struct, so an index past its end lands in them instead of in the next array.
+#ifdef GCEMU_SHARED_GUARD_BYTES
+#define GCEMU_SHARED_ARRAY(T, NAME, DIMS)                                                   \
+  __shared__ struct { T v DIMS; unsigned char guard[GCEMU_SHARED_GUARD_BYTES]; }         \
+      NAME##__gcemu_guarded;                                                              \
+  T(&NAME) DIMS = NAME##__gcemu_guarded.v
+#else
+#define GCEMU_SHARED_ARRAY(T, NAME, DIMS) __shared__ T NAME DIMS
+#endif
 
 // ---------------------------------------------------------------- vector types
 #define GCEMU_VEC(T, N, A2, A4)                                                           \

@@ -38,7 +38,7 @@
 enum { MAX_THREADS = 1024, DYN_SHARED_BYTES = 48 * 1024, MAX_RANGES = 66, MAX_BOUNDS = 64 };
 // Kinds of access, and of range: keep in step with emulator/racecheck.py.
 enum Kind : uint8_t { K_READ = 1, K_WRITE = 2, K_ATOMIC = 3, K_CAS = 4 /* hooks only: an atomic */ };
-enum Space : uint8_t { GLOBAL = 0, SHARED = 1, DYNAMIC = 2, OUTSIDE = 3 };
+enum Space : uint8_t { GLOBAL = 0, SHARED = 1, DYNAMIC = 2, OUTSIDE = 3, SHARED_GUARD = 4 };
 
 extern "C" {
 extern char __gcemu_dynamic_shared_buf[] __attribute__((visibility("hidden")));
@@ -65,6 +65,16 @@ static int g_nranges, g_last;
 struct Bound { uintptr_t lo, hi, zlo, zhi; };
 static Bound g_bound[MAX_BOUNDS];
 static int g_nbounds;
+// The guard bytes after each static __shared__ array (GCEMU_SHARED_ARRAY in cuda_emu.h).
+struct Guard { uintptr_t lo, hi; };
+static Guard g_guard[MAX_BOUNDS];
+static int g_nguards;
+
+static inline const Guard* in_guard(uintptr_t a) {
+  for (int i = 0; i < g_nguards; i++)
+    if (a - g_guard[i].lo < g_guard[i].hi - g_guard[i].lo) return &g_guard[i];
+  return NULL;
+}
 static int g_active;
 static uintptr_t g_base;
 static uintptr_t g_dyn_end;  // end of the dynamic shared memory the launch asked for
@@ -249,6 +259,11 @@ __attribute__((noinline)) static void access(uintptr_t pc, uintptr_t addr, uint3
     return;
   }
   if (!R) return;  // a read-only array, a thread's own stack, a built-in variable
+  if (GCRACE_UNLIKELY(g_nguards && R->space == SHARED && (in_guard(addr) || in_guard(last)))) {
+    c.bytes = 0xF;
+    found(in_guard(addr) ? addr : last, SHARED_GUARD, Access{}, c);  // past a shared array's end
+    return;
+  }
   if (GCRACE_UNLIKELY(R->space == DYNAMIC && addr + size > g_dyn_end)) {
     c.bytes = 0xF;
     found(addr, DYNAMIC, Access{}, c);  // beyond the shared_mem of the launch
@@ -356,6 +371,7 @@ static void release(void) {
   g_nranges = 0;
   g_last = 0;
   g_nbounds = 0;
+  g_nguards = 0;
   g_active = 0;
 }
 
@@ -407,6 +423,14 @@ GCRACE_API void gcrace_bounds(const uint64_t* bounds, int n) {
     g_bound[b] = Bound{bounds[4 * b], bounds[4 * b + 1], bounds[4 * b + 2], bounds[4 * b + 3]};
 }
 
+// Guard bytes of the static shared arrays, after gcrace_reset: (start, end) of each as
+// offsets from the library's base (symbol values).
+GCRACE_API void gcrace_guards(const uint64_t* guards, int n) {
+  g_nguards = 0;
+  for (int i = 0; i < n && i < MAX_BOUNDS; i++, g_nguards++)
+    g_guard[i] = Guard{g_base + (uintptr_t)guards[2 * i], g_base + (uintptr_t)guards[2 * i + 1]};
+}
+
 // Stops observing and frees the shadow memory; call after the launch.
 GCRACE_API void gcrace_finish(void) { release(); }
 
@@ -426,8 +450,9 @@ GCRACE_API void gcrace_result(uint64_t* out) {
   }
 }
 
-// Where dynamic and static shared memory start, for messages.
+// Where dynamic and static shared memory start, and the library's base, for messages.
 GCRACE_API void gcrace_shared(uint64_t* out) {
   out[0] = (uint64_t)(uintptr_t)__gcemu_dynamic_shared_buf;
   out[1] = __start_gcshared ? (uint64_t)(uintptr_t)__start_gcshared : 0;
+  out[2] = (uint64_t)g_base;  // the library's base, that symbol values count from
 }

@@ -32,7 +32,9 @@ from .build import KernelError, Library, build_library
 HOOKS = instrument.HERE / "racecheck.cpp"
 # Kinds of access and spaces of memory, as racecheck.cpp numbers them.
 READ, WRITE, ATOMIC = 1, 2, 3
-GLOBAL, SHARED, DYNAMIC, OUTSIDE = 0, 1, 2, 3
+GLOBAL, SHARED, DYNAMIC, OUTSIDE, SHARED_GUARD = 0, 1, 2, 3, 4
+#: Guard bytes after each static __shared__ array in the detector's build (cuda_emu.h).
+SHARED_GUARD_BYTES = 256
 _RESULT_WORDS = 11
 CELL_BYTES = 100      # sizeof(Cell) in racecheck.cpp: the shadow of each 4-byte word
 #: Most shadow memory one launch may take (lazily committed; 25x the arrays it watches).
@@ -94,6 +96,7 @@ def _flags() -> tuple[str, ...]:
     # `v = x[i]` below `if (i >= n) return;` and hide the read past the end that nvcc emits.
     return ("-O0", *instrument.TSAN_FLAGS, "-include", str(instrument.ATOMIC_MARKS),
             "-DGCEMU_ATOMIC_MARK=__gcrace_atomic", "-DGCEMU_ATOMIC_CAS_MARK=__gcrace_atomic_cas",
+            f"-DGCEMU_SHARED_GUARD_BYTES={SHARED_GUARD_BYTES}",
             # The read and write inside an atomic are the atomic: the mark observes them.
             '-DGCEMU_ATOMIC_ATTR=__attribute__((no_sanitize("thread")))',
             f"-DGCRACE_VERSION={version}", *instrument.link_flags())
@@ -156,6 +159,8 @@ class Detector:
         dll.gcrace_result.argtypes = [ctypes.c_void_p]
         dll.gcrace_shared.argtypes = [ctypes.c_void_p]
         dll.gcrace_bounds.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        dll.gcrace_guards.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        self.guards = _shared_guards(library.path)  # [(start, end, array name)] offsets
 
     def __reduce__(self):
         return Detector, (self.library, "\n".join(self.source_lines), self.addr2line)
@@ -179,12 +184,15 @@ class Detector:
             return None
         flat = (ctypes.c_uint64 * max(1, 2 * len(spans)))(*[v for s in spans for v in s])
         result = (ctypes.c_uint64 * _RESULT_WORDS)()
-        shared = (ctypes.c_uint64 * 2)()
+        shared = (ctypes.c_uint64 * 3)()
         with build._lock:
             if self._dll.gcrace_reset(flat, len(spans), int(shared_mem)) != 0:
                 return None  # no memory for the shadow: the thread orders have had their say
             self._dll.gcrace_bounds((ctypes.c_uint64 * max(1, len(bounds)))(*bounds),
                                     len(bounds) // 4)
+            flat_guards = [v for lo, hi, _ in self.guards for v in (lo, hi)]
+            self._dll.gcrace_guards((ctypes.c_uint64 * max(1, len(flat_guards)))(*flat_guards),
+                                    len(self.guards))
             try:
                 self.library.launch(name, grid, block, args, shared_mem, echo=False)
             except KernelError:
@@ -241,6 +249,14 @@ class Detector:
         if space == OUTSIDE:
             return Hazard(self._out_of_bounds(name, params, args, addr, who(second),
                                               verbs[second["kind"]][0], at(second, True)))
+        if space == SHARED_GUARD:
+            base = addr - shared[2] if len(shared) > 2 else 0
+            array, past = next(((n, base - lo) for lo, hi, n in self.guards if lo <= base < hi),
+                               ("?", 0))
+            return Hazard(f"kernel {name}: {who(second)} {verbs[second['kind']][0]} the __shared__ "
+                          f"array `{array}` past its end (byte {past} beyond it) "
+                          f"{at(second, True)}; size the array for every thread that uses it, or "
+                          "guard the index.")
         if second["kind"] == READ:
             kind = "read-after-write"
         elif first["kind"] == READ:
@@ -291,6 +307,38 @@ class Detector:
         return (f"kernel {name}: {thread} {verb} `{array}` out of bounds {where}, element "
                 f"{index} of {size} ({side}); on a GPU that touches another allocation or "
                 "faults: guard the access so that its index stays inside the array.")
+
+
+def _shared_guards(path) -> list[tuple[int, int, str]]:
+    """(start, end, array name) of the guard bytes after each static __shared__ array of the
+    detector's build, as offsets from the library's base (from ``nm``); [] without nm."""
+    import re
+    import shutil
+    import subprocess
+
+    nm = shutil.which("nm")
+    if not nm:
+        return []
+    try:
+        text = subprocess.run([nm, "-S", "--defined-only", str(path)], capture_output=True,
+                              text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    tag = "__gcemu_guarded"
+    out = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) != 4 or tag not in parts[3]:
+            continue
+        # A function's static is mangled _ZZ<function>E<length><name>[_<n>]: the length
+        # tells where the array's name starts.
+        for m in re.finditer(r"E(\d+)", parts[3]):
+            name = parts[3][m.end():m.end() + int(m.group(1))]
+            if name.endswith(tag):
+                start, size = int(parts[0], 16), int(parts[1], 16)
+                out.append((start + size - SHARED_GUARD_BYTES, start + size, name[:-len(tag)]))
+                break
+    return out
 
 
 def _nearest_array(params, args, addr):

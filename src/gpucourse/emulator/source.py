@@ -340,6 +340,10 @@ _DROPPED_INCLUDES = re.compile(
     r"|cuda\.h|device_launch_parameters\.h|device_functions\.h|math_constants\.h"
     r"|vector_types\.h|sm_\d+_intrinsics\.h)[>\"][^\n]*$", re.M)
 _EXTERN_SHARED = re.compile(r"\bextern\s+__shared__\s+([^;]*?)\s*;")
+# `__shared__ T name[d1][d2];` (static: `extern` is handled above), without commas (they
+# would split the macro's arguments) or an initializer (refused by check_supported).
+_STATIC_SHARED_ARRAY = re.compile(
+    r"(?<!extern )\b__shared__\s+([A-Za-z_][\w\s()]*?)\s+([A-Za-z_]\w*)\s*((?:\[[^\];,]+\]\s*)+);")
 
 
 def constant_names(code: str) -> list[str]:
@@ -415,6 +419,8 @@ def rewrite_for_emulator(code: str) -> str:
     """Make ``code`` compile on the host without changing its line numbers.
 
     - ``extern __shared__ T name[];`` names the runtime's dynamic shared buffer;
+    - ``__shared__ T name[N];`` becomes ``GCEMU_SHARED_ARRAY(T, name, [N]);`` (the race
+      detector's build puts guard bytes after it);
     - a ``__constant__`` variable without an initializer gets ``= {}`` (the prelude makes
       it ``const``, so that device code cannot write it);
     - a kernel's ``return;`` becomes ``return __gcemu_return();``, which tells the runtime;
@@ -424,6 +430,8 @@ def rewrite_for_emulator(code: str) -> str:
     code = _mark_returns(_initialize_constants(code))
     code = _DROPPED_INCLUDES.sub("", code)
     code = re.sub(r"\bstatic(\s+)__shared__\b", r"\1__shared__", code)  # the macro adds static
+    code = _STATIC_SHARED_ARRAY.sub(
+        lambda m: f"GCEMU_SHARED_ARRAY({m.group(1)}, {m.group(2)}, {m.group(3).strip()});", code)
     return _EXTERN_SHARED.sub(
         lambda m: ("extern __attribute__((visibility(\"hidden\"))) " + m.group(1)
                    + " __asm__(\"__gcemu_dynamic_shared_buf\");"), code)
