@@ -37,6 +37,9 @@ def test_allreduce_accepts_the_model_call():
     (lambda n, p, bw, lat: 2 * (p - 1) / p * 8 * n / bw + 2 * (p - 1) * lat, "bytes, not bits"),
     (lambda n, p, bw, lat: 2 * n / bw + 2 * (p - 1) * lat, "not 2 x bytes"),
     (lambda n, p, bw, lat: models.ring_allreduce_time(n, p, bw, lat), "a number of seconds"),
+    # right formula, but an empty message "costs nothing"
+    (lambda n, p, bw, lat: 0.0 if n == 0 else models.ring_allreduce_time(n, p, bw, lat).time,
+     "even an empty all-reduce"),
 ])
 def test_allreduce_rejects_wrong_formulas(wrong, match):
     with expect_failure(match):

@@ -50,6 +50,9 @@ def _close(a: float, b: float, rtol: float = 1e-6) -> bool:
 def _diagnose_allreduce(got: float, n: float, p: int, bw: float, lat: float) -> str:
     """Name the usual mistake behind a wrong ring all-reduce time."""
     want = models.ring_allreduce_time(n, p, bw, lat)
+    if n == 0 and got == 0 and p > 1:  # e.g. `if nbytes == 0: return 0`
+        return ("even an empty all-reduce takes its 2(p-1) ring steps, and each pays the latency: "
+                "at 0 bytes the model's time is 2(p-1) x latency, not 0")
     frac = (p - 1) / p
     guesses = [
         (n / bw + 2 * (p - 1) * lat, "the bandwidth term lacks the factor 2(p-1)/p: in a ring "
