@@ -344,25 +344,19 @@ static inline R __gcemu_rounded(int mode, int op, T a, T b = 0, T c = 0) {
   fesetround(old);
   return r;
 }
+// One precision's arithmetic under a rounding mode: __fadd_rz, __dadd_rz, ... (P: f or d;
+// FMA: the fused multiply-add's name, __fmaf_ for float and __fma_ for double).
+#define GCEMU_ROUNDED_ARITH(T, P, FMA, SUFFIX, MODE)                                                  \
+  static inline T __##P##add_##SUFFIX(T a, T b) { return __gcemu_rounded(MODE, __GCEMU_ADD, a, b); } \
+  static inline T __##P##sub_##SUFFIX(T a, T b) { return __gcemu_rounded(MODE, __GCEMU_SUB, a, b); } \
+  static inline T __##P##mul_##SUFFIX(T a, T b) { return __gcemu_rounded(MODE, __GCEMU_MUL, a, b); } \
+  static inline T __##P##div_##SUFFIX(T a, T b) { return __gcemu_rounded(MODE, __GCEMU_DIV, a, b); } \
+  static inline T __##P##sqrt_##SUFFIX(T x) { return __gcemu_rounded(MODE, __GCEMU_SQRT, x); }        \
+  static inline T __##P##rcp_##SUFFIX(T x) { return __gcemu_rounded(MODE, __GCEMU_RCP, x); }         \
+  static inline T FMA##SUFFIX(T a, T b, T c) { return __gcemu_rounded(MODE, __GCEMU_FMA, a, b, c); }
 #define GCEMU_ROUNDED(SUFFIX, MODE)                                                                \
-  static inline float __fadd_##SUFFIX(float a, float b) { return __gcemu_rounded(MODE, __GCEMU_ADD, a, b); } \
-  static inline float __fsub_##SUFFIX(float a, float b) { return __gcemu_rounded(MODE, __GCEMU_SUB, a, b); } \
-  static inline float __fmul_##SUFFIX(float a, float b) { return __gcemu_rounded(MODE, __GCEMU_MUL, a, b); } \
-  static inline float __fdiv_##SUFFIX(float a, float b) { return __gcemu_rounded(MODE, __GCEMU_DIV, a, b); } \
-  static inline float __fsqrt_##SUFFIX(float x) { return __gcemu_rounded(MODE, __GCEMU_SQRT, x); }           \
-  static inline float __frcp_##SUFFIX(float x) { return __gcemu_rounded(MODE, __GCEMU_RCP, x); }            \
-  static inline float __fmaf_##SUFFIX(float a, float b, float c) {                                  \
-    return __gcemu_rounded(MODE, __GCEMU_FMA, a, b, c);                                              \
-  }                                                                                                 \
-  static inline double __dadd_##SUFFIX(double a, double b) { return __gcemu_rounded(MODE, __GCEMU_ADD, a, b); } \
-  static inline double __dsub_##SUFFIX(double a, double b) { return __gcemu_rounded(MODE, __GCEMU_SUB, a, b); } \
-  static inline double __dmul_##SUFFIX(double a, double b) { return __gcemu_rounded(MODE, __GCEMU_MUL, a, b); } \
-  static inline double __ddiv_##SUFFIX(double a, double b) { return __gcemu_rounded(MODE, __GCEMU_DIV, a, b); } \
-  static inline double __dsqrt_##SUFFIX(double x) { return __gcemu_rounded(MODE, __GCEMU_SQRT, x); }           \
-  static inline double __drcp_##SUFFIX(double x) { return __gcemu_rounded(MODE, __GCEMU_RCP, x); }            \
-  static inline double __fma_##SUFFIX(double a, double b, double c) {                               \
-    return __gcemu_rounded(MODE, __GCEMU_FMA, a, b, c);                                              \
-  }                                                                                                 \
+  GCEMU_ROUNDED_ARITH(float, f, __fmaf_, SUFFIX, MODE)                                              \
+  GCEMU_ROUNDED_ARITH(double, d, __fma_, SUFFIX, MODE)                                              \
   static inline float __double2float_##SUFFIX(double x) { return __gcemu_rounded<double, float>(MODE, __GCEMU_CVT, x); } \
   static inline float __int2float_##SUFFIX(int x) { return __gcemu_rounded<int, float>(MODE, __GCEMU_CVT, x); }          \
   static inline float __uint2float_##SUFFIX(unsigned x) { return __gcemu_rounded<unsigned, float>(MODE, __GCEMU_CVT, x); } \
@@ -381,6 +375,7 @@ GCEMU_ROUNDED(rz, FE_TOWARDZERO)
 GCEMU_ROUNDED(rd, FE_DOWNWARD)
 GCEMU_ROUNDED(ru, FE_UPWARD)
 #undef GCEMU_ROUNDED
+#undef GCEMU_ROUNDED_ARITH
 static inline float __double2float_rn(double x) { return (float)x; }
 static inline float __int2float_rn(int x) { return (float)x; }
 static inline float __uint2float_rn(unsigned x) { return (float)x; }
