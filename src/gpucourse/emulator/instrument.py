@@ -33,6 +33,27 @@ def addr2line() -> str | None:
     return shutil.which("addr2line") or shutil.which("llvm-addr2line") or shutil.which("eu-addr2line")
 
 
+@functools.lru_cache(maxsize=None)
+def nm() -> str | None:
+    """The nm found on PATH, or None."""
+    return shutil.which("nm") or shutil.which("llvm-nm")
+
+
+def symbols(library: Path) -> list[tuple[int, int, str]]:
+    """(offset from the library's base, size, mangled name) of each sized symbol ``library``
+    defines; [] where nm is missing or fails."""
+    tool = nm()
+    if not tool:
+        return []
+    try:
+        text = subprocess.run([tool, "-S", "--defined-only", str(library)], capture_output=True,
+                              text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [(int(parts[0], 16), int(parts[1], 16), parts[3])
+            for parts in (line.split() for line in text.splitlines()) if len(parts) == 4]
+
+
 def supported_platform() -> bool:
     """Whether this system can make instrumented builds (Linux: ELF and GNU ld)."""
     return sys.platform.startswith("linux")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import re
 import threading
 import warnings
 from dataclasses import dataclass
@@ -141,6 +142,11 @@ def _merged(spans) -> list[tuple[int, int]]:
     return [tuple(s) for s in out]
 
 
+def _u64(values) -> ctypes.Array:
+    """``values`` as a C array of uint64 (at least one element, so that it has an address)."""
+    return (ctypes.c_uint64 * max(1, len(values)))(*values)
+
+
 def _dims(i: int, dims) -> str:
     x, y = dims[0], dims[1]
     return f"({i % x},{i // x % y},{i // (x * y)})"
@@ -182,16 +188,14 @@ class Detector:
             _warn_once("the launch's arrays are too large for its shadow memory",
                        "for launches with arrays that large")
             return None
-        flat = (ctypes.c_uint64 * max(1, 2 * len(spans)))(*[v for s in spans for v in s])
         result = (ctypes.c_uint64 * _RESULT_WORDS)()
         shared = (ctypes.c_uint64 * 3)()
         with build._lock:
-            if self._dll.gcrace_reset(flat, len(spans), int(shared_mem)) != 0:
+            if self._dll.gcrace_reset(_u64([v for s in spans for v in s]), len(spans),
+                                      int(shared_mem)) != 0:
                 return None  # no memory for the shadow: the thread orders have had their say
-            self._dll.gcrace_bounds((ctypes.c_uint64 * max(1, len(bounds)))(*bounds),
-                                    len(bounds) // 4)
-            flat_guards = [v for lo, hi, _ in self.guards for v in (lo, hi)]
-            self._dll.gcrace_guards((ctypes.c_uint64 * max(1, len(flat_guards)))(*flat_guards),
+            self._dll.gcrace_bounds(_u64(bounds), len(bounds) // 4)
+            self._dll.gcrace_guards(_u64([v for lo, hi, _ in self.guards for v in (lo, hi)]),
                                     len(self.guards))
             try:
                 self.library.launch(name, grid, block, args, shared_mem, echo=False)
@@ -250,9 +254,9 @@ class Detector:
             return Hazard(self._out_of_bounds(name, params, args, addr, who(second),
                                               verbs[second["kind"]][0], at(second, True)))
         if space == SHARED_GUARD:
-            base = addr - shared[2] if len(shared) > 2 else 0
-            array, past = next(((n, base - lo) for lo, hi, n in self.guards if lo <= base < hi),
-                               ("?", 0))
+            offset = addr - shared[2]  # from the library's base, as the guards are
+            array, past = next(((n, offset - lo) for lo, hi, n in self.guards
+                                if lo <= offset < hi), ("?", 0))
             return Hazard(f"kernel {name}: {who(second)} {verbs[second['kind']][0]} the __shared__ "
                           f"array `{array}` past its end (byte {past} beyond it) "
                           f"{at(second, True)}; size the array for every thread that uses it, or "
@@ -311,31 +315,17 @@ class Detector:
 
 def _shared_guards(path) -> list[tuple[int, int, str]]:
     """(start, end, array name) of the guard bytes after each static __shared__ array of the
-    detector's build, as offsets from the library's base (from ``nm``); [] without nm."""
-    import re
-    import shutil
-    import subprocess
-
-    nm = shutil.which("nm")
-    if not nm:
-        return []
-    try:
-        text = subprocess.run([nm, "-S", "--defined-only", str(path)], capture_output=True,
-                              text=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
+    detector's build, as offsets from the library's base; [] without nm."""
     tag = "__gcemu_guarded"
     out = []
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) != 4 or tag not in parts[3]:
+    for start, size, symbol in instrument.symbols(path):
+        if tag not in symbol:
             continue
         # A function's static is mangled _ZZ<function>E<length><name>[_<n>]: the length
         # tells where the array's name starts.
-        for m in re.finditer(r"E(\d+)", parts[3]):
-            name = parts[3][m.end():m.end() + int(m.group(1))]
+        for m in re.finditer(r"E(\d+)", symbol):
+            name = symbol[m.end():m.end() + int(m.group(1))]
             if name.endswith(tag):
-                start, size = int(parts[0], 16), int(parts[1], 16)
                 out.append((start + size - SHARED_GUARD_BYTES, start + size, name[:-len(tag)]))
                 break
     return out
