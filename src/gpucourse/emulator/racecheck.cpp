@@ -228,6 +228,12 @@ static inline int outside_arrays(uintptr_t addr) {
   return near;
 }
 
+// An access to memory the thread may not touch: reported alone (no earlier access).
+__attribute__((noinline)) static void bad_address(uintptr_t addr, uint8_t space, Access c) {
+  c.bytes = 0xF;
+  found(addr, space, Access{}, c);
+}
+
 __attribute__((noinline)) static void access(uintptr_t pc, uintptr_t addr, uint32_t size, uint8_t kind) {
   const int cas = kind == K_CAS;
   if (cas) kind = K_ATOMIC;
@@ -249,27 +255,20 @@ __attribute__((noinline)) static void access(uintptr_t pc, uintptr_t addr, uint3
     }
   }
   Access c = {g_block, (uint32_t)(pc - g_base), g_epoch, g_vc[r][r & 31], (uint16_t)r, kind, 0};
+  const uintptr_t end = addr + (size ? size : 1), last = end - 1;
   // Out of bounds: the first byte, or the last of a wide access (a float4 load that starts
   // on an array's last element and runs past it).
-  const uintptr_t last = addr + (size ? size : 1) - 1;
-  if (GCRACE_UNLIKELY(g_nbounds && ((!R && outside_arrays(addr)) ||
-                                    (last != addr && outside_arrays(last))))) {
-    c.bytes = 0xF;
-    found(!R && outside_arrays(addr) ? addr : last, OUTSIDE, Access{}, c);
-    return;
+  if (GCRACE_UNLIKELY(g_nbounds)) {
+    if (!R && outside_arrays(addr)) return bad_address(addr, OUTSIDE, c);
+    if (last != addr && outside_arrays(last)) return bad_address(last, OUTSIDE, c);
   }
   if (!R) return;  // a read-only array, a thread's own stack, a built-in variable
-  if (GCRACE_UNLIKELY(g_nguards && R->space == SHARED && (in_guard(addr) || in_guard(last)))) {
-    c.bytes = 0xF;
-    found(in_guard(addr) ? addr : last, SHARED_GUARD, Access{}, c);  // past a shared array's end
-    return;
+  if (GCRACE_UNLIKELY(g_nguards && R->space == SHARED)) {  // past a shared array's end
+    if (in_guard(addr)) return bad_address(addr, SHARED_GUARD, c);
+    if (in_guard(last)) return bad_address(last, SHARED_GUARD, c);
   }
-  if (GCRACE_UNLIKELY(R->space == DYNAMIC && addr + size > g_dyn_end)) {
-    c.bytes = 0xF;
-    found(addr, DYNAMIC, Access{}, c);  // beyond the shared_mem of the launch
-    return;
-  }
-  const uintptr_t end = addr + (size ? size : 1);
+  if (GCRACE_UNLIKELY(R->space == DYNAMIC && end > g_dyn_end))
+    return bad_address(addr, DYNAMIC, c);  // beyond the shared_mem of the launch
   for (uintptr_t word = addr & ~(uintptr_t)3; word < end; word += 4) {
     const size_t i = (word - R->lo) >> 2;
     if (i >= R->ncells) return;  // past the end of the range
