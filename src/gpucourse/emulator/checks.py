@@ -85,7 +85,7 @@ def _validate(kernel, grid, block, args, shared_mem):
     kernel._validate(grid, block, args, shared_mem)  # the kernel's own backend's limits first
     # A GPU allows more shared memory than the emulator's 48 KB (static and dynamic together).
     return check_launch(kernel.name, grid, block, shared_mem,
-                        kernel.module._emulator_limits(kernel.name))
+                        kernel.module.emulator_limits(kernel.name))
 
 
 def _host_args(kernel, args) -> list:

@@ -388,7 +388,7 @@ class KernelModule:
             self._emulated = _Emulated(self)
         return self._emulated.library
 
-    def _emulator_limits(self, name: str) -> Limits:
+    def emulator_limits(self, name: str) -> Limits:
         """The emulator's launch limits of kernel ``name`` (its static shared memory counted)."""
         self._emulator_library()
         return self._emulated.limits(name)

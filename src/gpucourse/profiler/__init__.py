@@ -591,7 +591,7 @@ def profile(kernel, grid, block, args, shared_mem=0) -> Profile:
     name = signature.name
     # check_launch holds the emulator to its 48 KB of shared memory, static and dynamic.
     grid3, block3, shared = check_launch(name, grid, block, shared_mem,
-                                         module._emulator_limits(name))
+                                         module.emulator_limits(name))
     host, copies = _host(args, signature.params)
     check_args(name, signature.params, host, "cpu")
     tool = _toolchain_check()
