@@ -635,30 +635,35 @@ def check_padded_transpose(source, kernel: str = "transpose_padded", number: str
                                           (a, out, np.int32(64), np.int32(64)),
                                           defines=TRANSPOSE_DEFINES)
         except TraceError as exc:  # e.g. the tile passed to a helper function
-            untraced = str(exc)
-            trace = {"arrays": [], "accesses": [], "worst": 0}
+            trace, untraced = None, str(exc)
         else:
-            untraced = ""
-        never = ("the kernel never reads or writes shared memory: stage each tile in a "
-                 "`__shared__ float tile[TILE][TILE + 1]` so that both global accesses are "
-                 "coalesced.")
-        assert untraced or trace["accesses"], never
-        worst = max(trace["accesses"], key=lambda acc: acc["ways"], default={"ways": 1})
-        if worst["ways"] > 1:
-            banks = worst["banks"]
-            lanes = ", ".join(f"lane {lane} -> bank {b}" for lane, b in
-                              list(zip(worst["lanes"], banks))[:4])
-            raise AssertionError(
-                f"shared access number {worst['access'] + 1} of each thread (array "
-                f"`{worst['array']}`) is a {worst['ways']}-way bank conflict ({lanes}, ...): "
-                "the lanes of a warp read a column, and with rows of 32 floats a whole column "
-                "sits in one bank. Pad each row by one element: tile[TILE][TILE + 1].")
+            assert trace["accesses"], _NO_SHARED_MEMORY
+            _assert_traced_conflict_free(trace)
         prof = _check_transpose_traffic(k, a, out)
-        if untraced:  # only the profiler saw the tile's accesses
+        if trace is None:  # only the profiler saw the tile's accesses
             if prof is None:
                 raise AssertionError(untraced)
-            assert prof.shared_memory.requests, never
+            assert prof.shared_memory.requests, _NO_SHARED_MEMORY
+            trace = {"arrays": [], "accesses": [], "worst": 0}
     return trace
+
+
+_NO_SHARED_MEMORY = ("the kernel never reads or writes shared memory: stage each tile in a "
+                     "`__shared__ float tile[TILE][TILE + 1]` so that both global accesses are "
+                     "coalesced.")
+
+
+def _assert_traced_conflict_free(trace: dict) -> None:
+    """Step 3: every traced warp-wide shared access is 1-way."""
+    worst = max(trace["accesses"], key=lambda acc: acc["ways"])
+    if worst["ways"] > 1:
+        lanes = ", ".join(f"lane {lane} -> bank {b}" for lane, b in
+                          list(zip(worst["lanes"], worst["banks"]))[:4])
+        raise AssertionError(
+            f"shared access number {worst['access'] + 1} of each thread (array "
+            f"`{worst['array']}`) is a {worst['ways']}-way bank conflict ({lanes}, ...): "
+            "the lanes of a warp read a column, and with rows of 32 floats a whole column "
+            "sits in one bank. Pad each row by one element: tile[TILE][TILE + 1].")
 
 
 def _check_transpose_traffic(kernel, a, out):
