@@ -167,14 +167,21 @@ def _split_params(text: str) -> list[str]:
 _AFTER_GLOBAL = re.compile(r"\s*(?P<ret>[A-Za-z_][\w\s\*]*?)\s+(?P<name>[A-Za-z_]\w*)\s*\(")
 
 
+def _past_close(text: str, i: int, pair: str = "()") -> int:
+    """The index just past the bracket that closes the one opened before ``i`` (``pair``:
+    the opening and closing characters, nested ones counted); len(text) if none does."""
+    depth = 1
+    while i < len(text) and depth:
+        depth += {pair[0]: 1, pair[1]: -1}.get(text[i], 0)
+        i += 1
+    return i
+
+
 def _blank_launch_bounds(text: str) -> str:
     """``text`` with each ``__launch_bounds__(...)`` (nested parentheses too) blanked."""
     out = list(text)
     for m in re.finditer(r"\b__launch_bounds__\s*\(", text):
-        depth, i = 1, m.end()
-        while i < len(text) and depth:
-            depth += {"(": 1, ")": -1}.get(text[i], 0)
-            i += 1
+        i = _past_close(text, m.end())
         for k in range(m.start(), i):
             if out[k] != "\n":
                 out[k] = " "
@@ -184,11 +191,7 @@ def _blank_launch_bounds(text: str) -> str:
 def _extern_c_blocks(code: str) -> list[tuple[int, int]]:
     spans = []
     for m in re.finditer(r'extern\s+"C"\s*\{', code):
-        depth, i = 1, m.end()
-        while i < len(code) and depth:
-            depth += {"{": 1, "}": -1}.get(code[i], 0)
-            i += 1
-        spans.append((m.start(), i))
+        spans.append((m.start(), _past_close(code, m.end(), "{}")))
     return spans
 
 
@@ -223,11 +226,7 @@ def find_kernels(code: str, filename: str = "kernel.cu") -> list[KernelSignature
                 f"name gets mangled; write `extern \"C\" __global__ void {name}(...)`.")
         if re.sub(r"\s+", " ", after.group("ret")).strip() not in ("void", "static void"):
             raise CompileError(f"{filename} line {line}: kernel {name} must return void.")
-        # The parameter list runs to the matching parenthesis.
-        depth, i = 1, after.end()
-        while i < len(text) and depth:
-            depth += {"(": 1, ")": -1}.get(text[i], 0)
-            i += 1
+        i = _past_close(text, after.end())  # the parameter list's closing parenthesis
         rest = text[i:].lstrip()
         if not rest.startswith("{"):
             continue  # a declaration; the definition comes elsewhere
@@ -317,18 +316,12 @@ def check_supported(code: str, filename: str = "kernel.cu") -> None:
 def _shared_in_template(text: str) -> int | None:
     """Offset of the first __shared__ inside the body of a function template, or None."""
     for m in re.finditer(r"\btemplate\s*<", text):
-        depth, i = 1, m.end()
-        while i < len(text) and depth:  # the template's parameter list
-            depth += {"<": 1, ">": -1}.get(text[i], 0)
-            i += 1
+        i = _past_close(text, m.end(), "<>")  # the template's parameter list
         body = text.find("{", i)
         stop = text.find(";", i)
         if body < 0 or (0 <= stop < body and "(" not in text[i:stop]):
             continue  # a declaration without a body
-        depth, j = 1, body + 1
-        while j < len(text) and depth:
-            depth += {"{": 1, "}": -1}.get(text[j], 0)
-            j += 1
+        j = _past_close(text, body + 1, "{}")
         hit = re.search(r"\b__shared__\b", text[body:j])
         if hit:
             return body + hit.start()
@@ -389,18 +382,11 @@ def _kernel_bodies(text: str) -> list[tuple[int, int]]:
         i = text.find("(", m.end())
         if i < 0:
             break
-        depth, i = 1, i + 1
-        while i < len(text) and depth:
-            depth += {"(": 1, ")": -1}.get(text[i], 0)
-            i += 1
+        i = _past_close(text, i + 1)
         while i < len(text) and text[i].isspace():
             i += 1
         if i < len(text) and text[i] == "{":
-            start, depth, i = i, 1, i + 1
-            while i < len(text) and depth:
-                depth += {"{": 1, "}": -1}.get(text[i], 0)
-                i += 1
-            spans.append((start, i))
+            spans.append((i, _past_close(text, i + 1, "{}")))
     return spans
 
 
