@@ -91,10 +91,11 @@ def same_gpu(a: str | None, b: str | None) -> bool | None:
     """Whether two GPU names ("NVIDIA H200", "H200") are one row of the spec table; None when
     either is not in it, so a caller can keep data it cannot place."""
     from .. import specs
+    from ..errors import SpecError
 
     try:
         return specs.lookup(a).key == specs.lookup(b).key
-    except Exception:  # an unknown or missing name
+    except SpecError:  # an unknown or missing name
         return None
 
 
