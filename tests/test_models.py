@@ -549,3 +549,10 @@ def test_a_count_given_as_text_is_one_sentence():
     with pytest.raises(ModelInputError, match="params must be a whole number, got '1e9'"):
         models.training_memory("1e9", 10)
     assert models.training_memory(np.int64(10), 1e3).total > 0  # NumPy and float counts are fine
+
+
+def test_occupancy_by_block_leaves_out_blocks_that_cannot_launch():
+    # 128 registers per thread: a 1024-thread block needs 131,072 of the 65,536 an SM has
+    occ = models.occupancy_by_block("9.0", (256, 512, 1024), regs_per_thread=128)
+    assert set(occ) == {256, 512} and occ[256] == models.occupancy("9.0", 256, 128).occupancy
+    assert models.occupancy_by_block("9.0", (256,), smem_per_block=300_000) == {}

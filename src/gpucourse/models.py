@@ -154,6 +154,19 @@ class Occupancy(_ModelResult):
                 ("shared memory allocated per block", f"{self.smem_allocated_per_block:,} B")]
 
 
+def occupancy_by_block(cc, block_sizes, regs_per_thread: int = 32,
+                       smem_per_block: int = 0) -> dict[int, float]:
+    """{block size: occupancy} for the block sizes that can launch; one over a register or
+    shared-memory limit of a block is left out (``occupancy`` says why for one size)."""
+    out = {}
+    for b in block_sizes:
+        try:
+            out[b] = occupancy(cc, b, regs_per_thread, smem_per_block).occupancy
+        except SpecError:
+            continue
+    return out
+
+
 def occupancy(cc, block_size: int, regs_per_thread: int = 32, smem_per_block: int = 0) -> Occupancy:
     """Blocks/warps per SM by the CUDA occupancy calculator's rules (warp-granular registers in 256s over 4 sub-partitions, shared memory in allocation units plus the per-block reserve, full shared-memory carveout).
 

@@ -41,13 +41,8 @@ LAUNCH_CASES = (
 
 def best_occupancy(gpu, regs_per_thread: int, smem_per_block: int) -> tuple[float, list[int]]:
     """The best occupancy over block sizes 32, 64, ..., 1024 and the blocks that reach it (model)."""
-    cc = specs.lookup(gpu).cc
-    occ = {}
-    for b in range(32, 1025, 32):
-        try:
-            occ[b] = models.occupancy(cc, b, regs_per_thread, smem_per_block).occupancy
-        except Exception:  # over the register or shared-memory limit of a block
-            continue
+    occ = models.occupancy_by_block(specs.lookup(gpu).cc, range(32, 1025, 32), regs_per_thread,
+                                    smem_per_block)
     best = max(occ.values())
     return best, [b for b, o in occ.items() if abs(o - best) < 1e-12]
 

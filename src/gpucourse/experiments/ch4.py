@@ -17,7 +17,7 @@ import numpy as np
 from .. import bench, check, device, models, reference, specs
 from ..check.ch4 import divergence_grid  # the launch the lab's checker uses too
 from ..display import Table
-from ..errors import LaunchError, SpecError, positive_number, whole_number
+from ..errors import LaunchError, positive_number, whole_number
 from ..models import ceil_div
 
 # The GPU the models describe when no GPU is present (any name from specs.names()).
@@ -82,14 +82,12 @@ def recommend_block_size(gpu=None, regs_per_thread: int = SAXPY_REGS_ASSUMED,
     and a block much larger than needed leaves big holes when the last blocks of a wave finish.
     """
     spec = model_gpu(gpu)
-    occ, limit = {}, None
-    for b in candidates:
-        try:
-            occ[b] = models.occupancy(spec.cc, b, regs_per_thread, smem_per_block).occupancy
-        except SpecError as exc:  # over a register or shared-memory limit: not launchable
-            limit = exc
+    candidates = list(candidates)
+    occ = models.occupancy_by_block(spec.cc, candidates, regs_per_thread, smem_per_block)
     if not occ:
-        raise limit or LaunchError("give at least one candidate block size, e.g. range(128, 1025, 32).")
+        if candidates:  # none can launch: the model's own sentence says which limit
+            models.occupancy(spec.cc, candidates[-1], regs_per_thread, smem_per_block)
+        raise LaunchError("give at least one candidate block size, e.g. range(128, 1025, 32).")
     best = max(occ.values())
     return min((b for b, o in occ.items() if o >= best - 1e-12), key=lambda b: (abs(b - prefer), b))
 
