@@ -183,12 +183,22 @@ def test_reduction_reference_falls_back_to_the_kernel_sweep(reference_folder):
                        command="ch4.gpu_check()", folder=reference_folder, date="2026-11-29")
     [ref] = ch4.reduction_references()
     assert ref["labels"] == ["reduce_v1_atomic", "reduce_v4_grid_stride"]
-    assert ref["copy_gbps"] == 2500.0 and ref["copy_label"] == "copy_v1_coalesced"
+    assert ref["copy_gbps"] == 2500.0 and ref["copy_label"] == "copy_v1_coalesced, same sweep"
     # the kernel sweep's own date and command, and the label says where the rows come from
     assert ref["label"] == "reference: NVIDIA H200, 2026-11-28, kernel sweep"
     assert ref["command"] == "kernel sweep cmd"
     fig = plot4.reduction_reference_figure({"versions": ch4.reduce_versions(), "reference": [ref]})
     assert "kernel sweep" in fig.axes[0].get_title() and "reduce_v5" in fig.axes[0].get_title()
+    # the same file's library copy (chapter 1's check) is the ceiling where it has one: the best
+    # copy kernel of the sweep can be far below it
+    gc.reference.write({"ch1": {"stride_sweep": {"ceiling_gbps": 4100.0}}}, gpu="NVIDIA H200",
+                       command="ch1.gpu_check()", folder=reference_folder, date="2026-11-29")
+    [ref] = ch4.reduction_references()
+    assert ref["copy_gbps"] == 4100.0 and "library" in ref["copy_label"]
+    fig = plot4.reduction_reference_figure({"versions": ch4.reduce_versions(), "reference": [ref]})
+    legends = fig.legends + [ax.get_legend() for ax in fig.axes if ax.get_legend()]
+    assert any("library device-to-device copy" in t.get_text()
+               for legend in legends for t in legend.get_texts())
     # a ch4/reduction section, when there is one, comes first
     gc.reference.write({"ch4": {"reduction": {"labels": ["reduce_v1_atomic"], "gbps": [2.0],
                                               "copy_gbps": 4000.0}}},

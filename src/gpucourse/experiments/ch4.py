@@ -804,7 +804,8 @@ def check_reduce(sizes=(1, 31, 33, 1000 + 1, 65_537), seed: int = 9) -> int:
 
 def reduction_references() -> list[dict]:
     """The ladder on real GPUs: each reference file's ch4/reduction, else the reduce.cu rows of its
-    kernel sweep (labelled with that sweep's date and command), against the sweep's best copy.cu."""
+    kernel sweep (labelled with that sweep's date and command) against the same file's library
+    device-to-device copy (chapter 1's check), or the sweep's best copy.cu where it has none."""
     out = _references("reduction", "gbps")
     if out:
         return out
@@ -815,12 +816,19 @@ def reduction_references() -> list[dict]:
         copies = [r for r in rows if isinstance(r, dict) and r.get("file") == "copy" and r.get("gbps")]
         if not red or not copies:
             continue
-        best = max(copies, key=lambda r: r["gbps"])
+        # The ceiling the chapter names is a library copy: a copy kernel of our own can fall well
+        # short of it (copy_v1_coalesced reached 59 % of it on an H200), flattering the ladder.
+        library = ref.results.get("ch1", {}).get("stride_sweep", {})
+        library_gbps = library.get("ceiling_gbps") if isinstance(library, dict) else None
+        if library_gbps:
+            copy_gbps, copy_label = library_gbps, "library device-to-device copy (chapter 1's check)"
+        else:
+            best = max(copies, key=lambda r: r["gbps"])
+            copy_gbps, copy_label = best["gbps"], f"{best['kernel']}, same sweep"
         out.append({"label": f"{ref.label}, kernel sweep", "gpu": ref.gpu, "command": ref.command,
                     "source": "kernel sweep", "labels": [r["kernel"] for r in red],
                     "gbps": [r["gbps"] for r in red], "median_s": [r["median_s"] for r in red],
-                    "n": red[0].get("size"), "copy_gbps": best["gbps"],
-                    "copy_label": best["kernel"]})
+                    "n": red[0].get("size"), "copy_gbps": copy_gbps, "copy_label": copy_label})
     return out
 
 

@@ -314,11 +314,10 @@ def reduction_reference_figure(result: dict):
                     "run `make gpu-check` on a GPU to record one.")
     r = refs[0]
     gpu = r.get("gpu") or r["label"].replace("reference: ", "").split(",")[0]
-    # Rows of the kernel sweep: the bar notes name the sweep; the copy is its best copy.cu kernel.
+    # Rows of the kernel sweep: the bar notes name the sweep, the copy line says which copy it is.
     source = "reference, kernel sweep" if r.get("source") == "kernel sweep" else "reference"
     bars = [(lab, g, source) for lab, g in zip(r["labels"], r["gbps"])]
-    copy = (f"{r['copy_label']} on {gpu}, same sweep (reference)" if r.get("copy_label")
-            else f"device-to-device copy on {gpu} (reference)")
+    copy = f"{r.get('copy_label') or 'device-to-device copy'} on {gpu} (reference)"
     missing = [v for v in result.get("versions", []) if v not in r["labels"]]
     text = f"Reduction ladder on {gpu} (reference data)"
     if r.get("n"):
