@@ -124,7 +124,29 @@ def test_warp_reduce_accepts_the_solution(capsys):
     assert "Exercise 4.3 passed" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("other_shuffle", [
+    # a butterfly with __shfl_xor_sync: every lane ends with the warp's total
+    WARP_REDUCE.replace("__shfl_down_sync(0xffffffffu, v, offset)",
+                        "__shfl_xor_sync(0xffffffffu, v, offset)"),
+    # the same butterfly through __shfl_sync and an explicit source lane
+    WARP_REDUCE.replace("__shfl_down_sync(0xffffffffu, v, offset)",
+                        "__shfl_sync(0xffffffffu, v, lane ^ offset)"),
+    # __shfl_up_sync gathers the total in lane 31 instead of lane 0
+    WARP_REDUCE.replace("__shfl_down_sync(0xffffffffu, v, offset)",
+                        "__shfl_up_sync(0xffffffffu, v, offset)")
+               .replace("if (lane == 0) warp_totals[warp] = v;",
+                        "if (lane == 31) warp_totals[warp] = v;")
+               .replace("if (lane == 0) atomicAdd(out, v);", "if (lane == 31) atomicAdd(out, v);"),
+])
+def test_warp_reduce_accepts_other_shuffle_forms(other_shuffle, capsys):
+    c4.check_warp_reduce(other_shuffle)
+    assert "Exercise 4.3 passed" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("wrong, match", [
+    # __shfl_up_sync with the total still taken from lane 0, which only ever sums itself
+    (WARP_REDUCE.replace("__shfl_down_sync(0xffffffffu, v, offset)",
+                         "__shfl_up_sync(0xffffffffu, v, offset)"), "n="),
     (WARP_REDUCE.replace("    __syncthreads();\n", ""), "race"),          # missing barrier
     (WARP_REDUCE.replace("float v = i < n ? x[i] : 0.0f;",
                          "if (i >= n) return;\n    float v = x[i];"), "n="),  # early return

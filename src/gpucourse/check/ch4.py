@@ -188,8 +188,10 @@ def check_warp_reduce(source: str, number: str = "4.3",
     """Kernel ``warp_reduce(x, out, n)``: *out += sum of x, one element per thread, with warp shuffles."""
     with Exercise(number, title):
         code = _code(source)
-        assert re.search(r"__shfl_(down|xor)_sync", code), (
-            "sum inside each warp with __shfl_down_sync (or __shfl_xor_sync): that is the "
+        # Any shuffle form will do (the text shows __shfl_down_sync): what must not pass is a sum
+        # without one, through shared memory or atomics alone. The runs below judge the sums.
+        assert re.search(r"__shfl(_up|_down|_xor)?_sync\s*\(", code), (
+            "sum inside each warp with __shfl_down_sync (or another warp shuffle): that is the "
             "point of the exercise.")
         kern = learner_kernel(source, "warp_reduce.cu", "warp_reduce")
         for n in (1, 31, 32, 33, 100, 1000 + 1, 65_537):
