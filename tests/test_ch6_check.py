@@ -272,8 +272,28 @@ def _b_per_row(a, b):
     return (qa.to(torch.int32) @ (qb * sb).round().to(torch.int32)).float() * sa
 
 
+def _fp32_accumulate(a, b):
+    qa, sa = _q(a, 1)
+    qb, sb = _q(b, 0)
+    return (qa @ qb) * sa * sb
+
+
+def _fp64_accumulate(a, b):
+    """Exact for these sizes (products of INT8 sum exactly in FP64), so it passes."""
+    qa, sa = _q(a, 1)
+    qb, sb = _q(b, 0)
+    return (qa.double() @ qb.double()).float() * sa * sb
+
+
+def test_int8_matmul_accepts_exact_fp64_sums_and_an_fp64_result(capsys):
+    c6.check_int8_matmul(_fp64_accumulate)
+    c6.check_int8_matmul(lambda a, b: c6.reference_int8_matmul(a, b).double())
+    assert capsys.readouterr().out.count("Exercise 6.5 passed") == 2
+
+
 @pytest.mark.parametrize("wrong, match", [
     (_fp16_accumulate, "INT32"), (_int16_accumulate, "INT8 reference"),
+    (_fp32_accumulate, "exact integer product"),
     (_per_tensor_gemm, "per ROW"), (_one_scale, "both scales"), (_b_per_row, "COLUMN"),
 ])
 def test_int8_matmul_rejects_wrong_answers(wrong, match):

@@ -348,6 +348,30 @@ def check_int8_matmul(fn, number: str = "6.5", title: str = "an INT8 matrix mult
                 "COLUMN (symmetric, max|x|/127, round), multiply the integers, accumulate in "
                 "INT32, then multiply by both scales.")
             assert err_x < 0.02, f"shape {(m, k, n)}: error vs FP32 {err_x:.2g} is over 2 %."
+        _check_exact_int32_sums(fn)
+
+
+def _check_exact_int32_sums(fn) -> None:
+    """Integer inputs with a 127 in every row of a and column of b: both scales are exactly 1,
+    so INT32 sums give the exact product, rounded once to FP32 (or kept in FP64). Same-sign sums
+    of 4099 products pass 2**24, where FP32 sums round at every step and miss in some entries."""
+    torch = _torch()
+    m, k, n = 64, 4099, 48
+    g = torch.Generator().manual_seed(99)
+    a = torch.randint(1, 128, (m, k), generator=g).float()
+    b = torch.randint(1, 128, (k, n), generator=g).float()
+    a[:, 0], b[0, :] = 127, 127
+    exact = a.double().numpy() @ b.double().numpy()
+    got = to_host(fn(a.clone(), b.clone())).astype(np.float64)
+    bad = (got != exact.astype(np.float32)) & (got != exact)
+    if bad.any():
+        i, j = np.argwhere(bad)[0]
+        raise AssertionError(
+            f"integer inputs whose scales are exactly 1, shape {(m, k, n)}: {int(bad.sum())} of "
+            f"{m * n} entries differ from the exact integer product, e.g. ({i}, {j}): got "
+            f"{got[i, j]:.0f}, exact {exact[i, j]:.0f}. INT32 sums are exact; FP32 sums of "
+            "products up to 127*127 round once they pass 2**24. Accumulate in INT32 "
+            "(torch._int_mm, or .to(torch.int32) before the matmul).")
 
 
 def reference_int8_matmul(a, b):
