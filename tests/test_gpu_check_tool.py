@@ -54,3 +54,46 @@ def test_the_recorded_command_keeps_the_options_but_not_the_output_folder():
     assert gpu_check.recorded_command(["--out=/data/run", "--no-reference"]) \
         == "python tools/gpu_check.py --out=DIR --no-reference"
     assert gpu_check.recorded_command([]) == "python tools/gpu_check.py"
+
+
+def _h200_file(folder):
+    """A reference file as an earlier H200 run left it: kernel rows and chapter 4."""
+    from gpucourse import reference
+
+    return reference.write(
+        {"kernels": {"sizes": {"n": 1 << 28}, "rows": [
+            {"file": "copy", "kernel": "copy_v1_coalesced", "correct": True, "gbps": 4000.0,
+             "median_s": 5e-4, "size": 1 << 28}]},
+         "ch4": {"checks": {}, "passed": True, "block_sweep": {"gbps": [1.0]}}},
+        gpu="NVIDIA H200", command="python tools/gpu_check.py (earlier run)", folder=folder,
+        date="2026-11-29")
+
+
+def test_a_failed_step_leaves_the_reference_data_it_did_not_measure(tmp_path, monkeypatch):
+    """Chapter 4 raised and no kernel gave a correct result (as after a sticky CUDA error): the
+    reference file keeps its earlier kernel rows and chapter 4, and gains chapter 1."""
+    import functools
+    import json
+
+    from gpucourse import reference
+
+    path = _h200_file(tmp_path)
+    monkeypatch.setattr(reference, "write", functools.partial(reference.write, folder=tmp_path))
+    ch1 = {"checks": {"copy": check.at_least(85.0, 80, "copy %")}, "passed": True}
+    record = {"gpu": "NVIDIA H200", "driver": "580.1", "date": "2026-12-01T10:00:00+00:00",
+              "command": "python tools/gpu_check.py --skip-tests --chapters 1,4 --out DIR",
+              "kernel_sizes": {"n": 1 << 28},
+              "kernels": [{"file": "copy", "kernel": "copy_v1_coalesced", "correct": False,
+                           "error": "CUDARuntimeError: cudaErrorIllegalAddress"}],
+              "chapters": {"1": {"status": "ok", "result": ch1},
+                           "4": {"status": "error", "error": "CUDARuntimeError: ..."}}}
+    assert gpu_check.write_reference(record) == path
+    results = json.loads(path.read_text())["results"]
+    assert results["kernels"]["rows"][0]["gbps"] == 4000.0
+    assert results["kernels"]["_provenance"]["date"] == "2026-11-29"
+    assert results["ch4"]["block_sweep"] == {"gbps": [1.0]}
+    assert results["ch4"]["_provenance"]["date"] == "2026-11-29"
+    assert results["ch1"]["checks"]["copy"]["value"] == 85.0
+    assert results["ch1"]["_provenance"]["date"] == "2026-12-01"
+    assert results["ch1"]["_provenance"]["command"] == record["command"]
+

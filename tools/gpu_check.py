@@ -262,9 +262,9 @@ def write_reference(record: dict) -> Path:
     from gpucourse import reference
 
     results = {}
-    if record.get("kernels"):
-        results["kernels"] = {"sizes": record.get("kernel_sizes", {}),
-                              "rows": [r for r in record["kernels"] if r.get("correct")]}
+    good = [r for r in record.get("kernels") or [] if r.get("correct")]
+    if good:  # no correct row at all (e.g. after a CUDA error): the file keeps its kernel data
+        results["kernels"] = {"sizes": record.get("kernel_sizes", {}), "rows": good}
     for n, chapter in (record.get("chapters") or {}).items():
         if isinstance(chapter, dict) and chapter.get("status") == "ok" \
                 and isinstance(chapter.get("result"), dict):
