@@ -97,3 +97,13 @@ def test_a_failed_step_leaves_the_reference_data_it_did_not_measure(tmp_path, mo
     assert results["ch1"]["_provenance"]["date"] == "2026-12-01"
     assert results["ch1"]["_provenance"]["command"] == record["command"]
 
+
+def test_the_threshold_summary_names_gpu_date_and_command(capsys):
+    record = {"gpu": "NVIDIA H200", "date": "2026-12-01T10:00:00+00:00",
+              "command": "python tools/gpu_check.py --skip-tests --chapters 1,4 --out DIR"}
+    gpu_check.print_thresholds({"1": {"status": "ok", "result": {"checks": {
+        "copy": check.at_least(85.0, 80, "copy %")}}}}, record)
+    out = capsys.readouterr().out
+    assert ("NVIDIA H200, 2026-12-01T10:00:00+00:00, measured with "
+            "`python tools/gpu_check.py --skip-tests --chapters 1,4 --out DIR`") in out
+    assert "ch1 PASS copy: 85 (limit at least 80) copy %" in out

@@ -232,11 +232,15 @@ def recorded_command(argv: list[str]) -> str:
     return "python " + " ".join([os.path.relpath(__file__, ROOT), *args])
 
 
-def print_thresholds(chapters: dict) -> None:
-    """Each chapter's acceptance figures, one line each: the summary an issue note needs."""
+def print_thresholds(chapters: dict, record: dict | None = None) -> None:
+    """Each chapter's acceptance figures, one line each: the summary an issue note needs,
+    headed by the GPU, date and command of ``record`` (the run's record) when given."""
     from gpucourse import check
 
-    print("\nchapter thresholds (value vs limit):")
+    print()
+    if record:
+        print(f"{record.get('gpu')}, {record.get('date')}, measured with `{record.get('command')}`")
+    print("chapter thresholds (value vs limit):")
     for n, chapter in chapters.items():
         if chapter.get("status") != "ok":
             print(f"  ch{n}: {chapter.get('status')}: {chapter.get('reason') or chapter.get('error', '')}")
@@ -325,7 +329,7 @@ def main() -> int:
     if rows:
         print_table(rows)
     save()
-    print_thresholds(record["chapters"])
+    print_thresholds(record["chapters"], record)
     # The emulator profiler's counters against Nsight Compute's (skips itself without ncu).
     sys.path.insert(0, str(ROOT / "tools"))
     import ncu_compare
