@@ -276,6 +276,50 @@ def test_gpu_check_tool_runs_chapters_1_and_4_on_the_fake_gpu(fake_gpu, monkeypa
     assert len(lines) == 2 + 4 and all(" PASS " in l or " FAIL " in l for l in lines), out
 
 
+def test_gpu_check_tool_keeps_what_it_measured_when_later_steps_fail(fake_gpu, monkeypatch,
+                                                                     tmp_path, capsys):
+    """Chapter 4 raises a CUDA error, which is sticky, so the kernel step fails as a whole and
+    so does the Nsight Compute step: chapter 1's thresholds are still printed with GPU, date
+    and command, and its figures reach the reference data, which keeps the earlier H200
+    kernel rows and chapter 4; the run exits 1."""
+    import functools
+
+    import gpu_check
+    import ncu_compare
+
+    def sticky(*args, **kwargs):
+        raise fake_gpu.cuda.runtime.CUDARuntimeError("cudaErrorIllegalAddress: an illegal memory access")
+
+    monkeypatch.setattr(ch4, "gpu_check", sticky)
+    monkeypatch.setattr(gpu_check, "kernel_benchmarks", sticky)
+    monkeypatch.setattr(ncu_compare, "compare", sticky)
+    ref_folder = tmp_path / "reference"
+    before = reference.write(
+        {"kernels": {"sizes": {}, "rows": [{"file": "copy", "kernel": "copy_v1_coalesced",
+                                            "correct": True, "gbps": 4000.0}]},
+         "ch4": {"checks": {}, "passed": True}},
+        gpu="NVIDIA H200", command="an earlier run", folder=ref_folder, date="2026-11-29")
+    monkeypatch.setattr(reference, "write", functools.partial(reference.write, folder=ref_folder))
+    monkeypatch.setattr(sys, "path", list(sys.path))  # main() prepends tools/
+    monkeypatch.setattr(sys, "argv", ["tools/gpu_check.py", "--skip-tests", "--chapters", "1,4",
+                                      "--out", str(tmp_path / "out")])
+    rc = gpu_check.main()
+    out = capsys.readouterr().out
+    assert rc == 1, out
+    record = json.loads(next((tmp_path / "out").glob("gpu_check-*.json")).read_text())
+    assert record["chapters"]["1"]["status"] == "ok"
+    assert record["chapters"]["4"]["status"] == "error"
+    assert "cudaErrorIllegalAddress" in record["kernels_error"] and record["kernels"] == []
+    assert record["ncu_compare"].startswith("failed: ")
+    assert f"NVIDIA H200, {record['date']}, measured with `{record['command']}`" in out
+    assert len([l for l in out.splitlines() if l.startswith("  ch1 ")]) == 2, out
+    assert "  ch4: error: CUDARuntimeError" in out
+    results = json.loads(before.read_text())["results"]
+    assert results["ch1"]["_provenance"]["command"] == record["command"]
+    assert results["ch4"]["_provenance"]["command"] == "an earlier run"
+    assert results["kernels"]["rows"][0]["gbps"] == 4000.0
+
+
 # --------------------------------------------------------------------------- other GPU branches
 
 def test_other_ch1_gpu_branches_run_on_the_fake_gpu(fake_gpu):

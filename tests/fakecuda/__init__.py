@@ -863,6 +863,7 @@ def build_modules() -> dict[str, types.ModuleType]:
     runtime.driverGetVersion = lambda: 13000
     runtime.runtimeGetVersion = lambda: 13000
     runtime.memGetInfo = _mem_get_info
+    runtime.CUDARuntimeError = CUDARuntimeError  # where CuPy has it
     cuda.runtime = runtime
     compiler = types.ModuleType("cupy.cuda.compiler")
     compiler.CompileException = CompileException
