@@ -357,6 +357,18 @@ def test_other_ch4_gpu_branches_run_on_the_fake_gpu(fake_gpu):
         assert got == pytest.approx(float(fake_gpu.sum(x, dtype=fake_gpu.float64)), rel=1e-4), v
 
 
+def test_the_reduction_ladder_needs_cupy_only_on_a_gpu(fake_gpu, monkeypatch):
+    """A machine with CuPy and no PyTorch at all: the ladder and cupy.sum are timed, torch.sum
+    is left out (as where PyTorch has no CUDA)."""
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch raises ImportError
+    device.torch_cuda_works.cache_clear()
+    try:
+        red = ch4.reduction(n=1 << 12, min_time_s=0.01)
+    finally:
+        device.torch_cuda_works.cache_clear()
+    assert [t["label"] for t in red["measured"]] == [*ch4.reduce_versions(), "ref: cupy.sum"]
+
+
 def test_with_one_copy_engine_the_streams_bound_is_both_copies_in_turn(fake_gpu, monkeypatch):
     monkeypatch.setitem(fakecuda.PROPERTIES, "asyncEngineCount", 1)
     st = ch4.streams(n_streams=2, chunks=4, nbytes=1 << 15)

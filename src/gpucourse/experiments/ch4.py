@@ -842,7 +842,6 @@ def reduction(n: int | None = None, min_time_s: float = 0.1) -> dict:
            "reference": reduction_references()}
     if on_gpu():
         import cupy as cp
-        import torch
 
         n = int(n or (1 << 28))
         # Mean zero, so that float32 partial sums stay small and v1's long chain stays accurate.
@@ -865,6 +864,8 @@ def reduction(n: int | None = None, min_time_s: float = 0.1) -> dict:
                                            bytes=4 * n, size=n, min_time_s=min_time_s, **few))
         libraries = [("ref: cupy.sum", x, cp.sum)]
         if device.torch_cuda_works():  # CuPy alone is enough for the kernels
+            import torch
+
             libraries.append(("ref: torch.sum", torch.as_tensor(x, device="cuda"), torch.sum))
         for label, data, fn in libraries:
             checked(label, fn(data))
