@@ -322,6 +322,249 @@ def test_warp_functions_skip_returned_lanes_and_poison_reads_from_them(block):
     assert np.isnan(dshfl[:n][~ok]).all()
 
 
+# --------------------------------------------------------------------------- matches and reductions
+
+COLLECTIVES = build(r"""
+// Every reduction over the lanes of `mask`; the other lanes skip the calls.
+extern "C" __global__ void reductions(const int* x, int* out, unsigned mask) {
+  const int t = blockIdx.x * blockDim.x + threadIdx.x, lane = threadIdx.x & 31;
+  if ((mask >> lane) & 1u) {
+    const int v = x[t];
+    const unsigned u = (unsigned)v;
+    int* o = out + 9 * t;
+    o[0] = __reduce_add_sync(mask, v);
+    o[1] = (int)__reduce_add_sync(mask, u);
+    o[2] = __reduce_min_sync(mask, v);
+    o[3] = (int)__reduce_min_sync(mask, u);
+    o[4] = __reduce_max_sync(mask, v);
+    o[5] = (int)__reduce_max_sync(mask, u);
+    o[6] = (int)__reduce_and_sync(mask, u);
+    o[7] = (int)__reduce_or_sync(mask, u);
+    o[8] = (int)__reduce_xor_sync(mask, u);
+  }
+}
+
+// A reduction after the tail of the last warp has returned: only the others take part.
+extern "C" __global__ void sum_after_return(const int* x, int* out, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  out[i] = __reduce_add_sync(0xffffffffu, x[i]);
+}
+
+template <class T>
+__device__ void matches(const T* x, unsigned* any, unsigned* all, int* pred, unsigned mask) {
+  const int t = blockIdx.x * blockDim.x + threadIdx.x, lane = threadIdx.x & 31;
+  if ((mask >> lane) & 1u) {
+    any[t] = __match_any_sync(mask, x[t]);
+    int p = -1;
+    all[t] = __match_all_sync(mask, x[t], &p);
+    pred[t] = p;
+  }
+}
+extern "C" __global__ void match_i(const int* x, unsigned* a, unsigned* b, int* p,
+                                   unsigned m) {
+  matches(x, a, b, p, m);
+}
+extern "C" __global__ void match_u(const unsigned* x, unsigned* a, unsigned* b, int* p,
+                                   unsigned m) {
+  matches(x, a, b, p, m);
+}
+extern "C" __global__ void match_l(const long* x, unsigned* a, unsigned* b, int* p,
+                                   unsigned m) {
+  matches(x, a, b, p, m);
+}
+extern "C" __global__ void match_ul(const unsigned long* x, unsigned* a, unsigned* b, int* p,
+                                    unsigned m) {
+  matches(x, a, b, p, m);
+}
+extern "C" __global__ void match_ll(const long long* x, unsigned* a, unsigned* b, int* p,
+                                    unsigned m) {
+  matches(x, a, b, p, m);
+}
+extern "C" __global__ void match_ull(const unsigned long long* x, unsigned* a, unsigned* b, int* p,
+                                     unsigned m) {
+  matches(x, a, b, p, m);
+}
+extern "C" __global__ void match_f(const float* x, unsigned* a, unsigned* b, int* p,
+                                   unsigned m) {
+  matches(x, a, b, p, m);
+}
+extern "C" __global__ void match_d(const double* x, unsigned* a, unsigned* b, int* p,
+                                   unsigned m) {
+  matches(x, a, b, p, m);
+}
+
+// Warp-aggregated atomics: the lanes with the same bin elect a leader, which adds their count.
+extern "C" __global__ void aggregated_histogram(const int* d, unsigned* bins, int n) {
+  const int lane = threadIdx.x & 31;
+  for (int base = blockIdx.x * blockDim.x; base < n; base += blockDim.x * gridDim.x) {
+    const int i = base + threadIdx.x;
+    const unsigned active = __ballot_sync(0xffffffffu, i < n);
+    if (i < n) {
+      const int bin = d[i];
+      const unsigned peers = __match_any_sync(active, bin);
+      if (lane == __ffs(peers) - 1) atomicAdd(&bins[bin], (unsigned)__popc(peers));
+    }
+  }
+}
+
+// Lanes of one mask in two different reductions: CUDA leaves it undefined.
+extern "C" __global__ void mixed_reductions(const int* x, int* out) {
+  const int t = threadIdx.x;
+  out[t] = t < 8 ? __reduce_add_sync(0xffffffffu, x[t]) : __reduce_max_sync(0xffffffffu, x[t]);
+}
+""", "collectives")
+
+MASKS = [0xFFFFFFFF, 0x0000FFFF, 0x5555AAAA]
+
+
+def lane_groups(block: int, grid: int, mask: int):
+    """The global indices of the lanes of each warp that take part: in ``mask`` and present
+    (the last warp of a block may be partial)."""
+    for b in range(grid):
+        for w in range((block + 31) // 32):
+            lanes = [l for l in range(32) if (mask >> l) & 1 and 32 * w + l < block]
+            if lanes:
+                yield [b * block + 32 * w + l for l in lanes]
+
+
+def reductions_reference(x: np.ndarray, block: int, grid: int, mask: int) -> np.ndarray:
+    want = np.full((x.size, 9), -7, np.int64)
+    for g in lane_groups(block, grid, mask):
+        v = x[g].astype(np.int64)
+        u = x[g].view(np.uint32).astype(np.int64)
+        row = [v.sum(), u.sum(), v.min(), u.min(), v.max(), u.max(),
+               np.bitwise_and.reduce(u), np.bitwise_or.reduce(u), np.bitwise_xor.reduce(u)]
+        want[g] = row
+    return (want & 0xFFFFFFFF).astype(np.uint32).view(np.int32)  # results are 32-bit, wrapped
+
+
+@pytest.mark.parametrize("mask", MASKS, ids=hex)
+@pytest.mark.parametrize("block", [32, 48, 100])
+@pytest.mark.parametrize("values", ["full range", "small signed"])
+def test_warp_reductions_match_numpy(values, block, mask):
+    grid = 2
+    rng = np.random.default_rng()
+    n = grid * block
+    if values == "full range":  # sums overflow 32 bits; the signs split signed from unsigned
+        x = rng.integers(-2**31, 2**31, n, dtype=np.int64).astype(np.int32)
+    else:
+        x = rng.integers(-9, 10, n).astype(np.int32)
+    out = np.full(9 * n, -7, np.int32)
+    COLLECTIVES.reductions(grid, block, (x, out, np.uint32(mask)))
+    want = reductions_reference(x, block, grid, mask)
+    names = ["add int", "add unsigned", "min int", "min unsigned", "max int", "max unsigned",
+             "and", "or", "xor"]
+    for k, name in enumerate(names):
+        np.testing.assert_array_equal(out.reshape(n, 9)[:, k], want[:, k],
+                                      err_msg=f"{name}, x={x.tolist()}")
+
+
+def test_reductions_wrap_and_compare_by_signedness():
+    x = np.full(32, 2**30, np.int32)
+    x[0], x[1] = -1, -2**31
+    out = np.zeros(9 * 32, np.int32)
+    COLLECTIVES.reductions(1, 32, (x, out, np.uint32(0xFFFFFFFF)))
+    row = out.reshape(32, 9)[5]
+    total = (30 * 2**30 - 1 - 2**31) % 2**32
+    assert row[0] == np.uint32(total).view(np.int32) and row[1] == row[0]
+    assert row[2] == -2**31 and np.uint32(row[3]) == 2**30  # signed min; unsigned min
+    assert row[4] == 2**30 and row[5] == -1                  # signed max; unsigned max (0xffffffff)
+
+
+def test_a_reduction_skips_returned_lanes():
+    x = np.random.default_rng().integers(-100, 100, 64).astype(np.int32)
+    out = np.full(64, -7, np.int32)
+    COLLECTIVES.sum_after_return(1, 64, (x, out, np.int32(40)))
+    assert (out[:32] == x[:32].sum()).all() and (out[32:40] == x[32:40].sum()).all()
+    assert (out[40:] == -7).all()
+
+
+def match_reference(bits: np.ndarray, block: int, grid: int, mask: int):
+    """(any, all, pred) as CUDA defines them, from each element's bit pattern."""
+    any_ = np.full(bits.size, 7, np.uint32)
+    all_ = np.full(bits.size, 7, np.uint32)
+    pred = np.full(bits.size, 7, np.int32)
+    for g in lane_groups(block, grid, mask):
+        for i in g:
+            any_[i] = sum(1 << (j % block % 32) for j in g if bits[j] == bits[i])
+        same = len(set(bits[g].tolist())) == 1
+        all_[g] = mask if same else 0
+        pred[g] = int(same)
+    return any_, all_, pred
+
+
+def match_values(dtype, n: int, rng) -> np.ndarray:
+    """Values with many repeats: a few choices, negative ones for signed types, 64-bit ones
+    that differ only in their high half, and -0.0 beside 0.0 (different bits) for floats."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        choices = np.array([0.0, -0.0, 1.5, -1.5, np.nan, 3.0], dtype)
+    elif dtype.kind == "i":
+        choices = np.array([0, -1, 5, -2**(8 * dtype.itemsize - 1)], dtype)
+    else:
+        choices = np.array([0, 1, 2**(8 * dtype.itemsize) - 1, 7], dtype)
+    if dtype.itemsize == 8 and dtype.kind in "iu":
+        choices = np.concatenate([choices, np.array([1 + 2**32, 1], dtype)])
+    return choices[rng.integers(0, choices.size, n)]
+
+
+MATCH_TYPES = {"i": np.int32, "u": np.uint32, "l": np.int64, "ul": np.uint64, "ll": np.int64,
+               "ull": np.uint64, "f": np.float32, "d": np.float64}
+
+
+@pytest.mark.parametrize("mask", MASKS, ids=hex)
+@pytest.mark.parametrize("block", [32, 100])
+@pytest.mark.parametrize("suffix", list(MATCH_TYPES))
+def test_warp_matches_compare_bit_patterns(suffix, block, mask):
+    grid, dtype = 2, MATCH_TYPES[suffix]
+    rng = np.random.default_rng()
+    n = grid * block
+    kernel = getattr(COLLECTIVES, f"match_{suffix}")
+    for same in (False, True):
+        x = match_values(dtype, n, rng)
+        if same:  # every lane of the mask holds one value; the lanes outside it do not count
+            for g in lane_groups(block, grid, mask):
+                x[g] = x[g[0]]
+        bits = x.view(np.uint32 if x.itemsize == 4 else np.uint64)
+        any_, all_ = np.full(n, 7, np.uint32), np.full(n, 7, np.uint32)
+        pred = np.full(n, 7, np.int32)
+        kernel(grid, block, (x, any_, all_, pred, np.uint32(mask)))
+        want = match_reference(bits, block, grid, mask)
+        for got, exp, what in zip((any_, all_, pred), want, ("any", "all", "pred")):
+            np.testing.assert_array_equal(got, exp, err_msg=f"{what}, x={x.tolist()}")
+        if not same:
+            assert (all_ == 0).any()  # both outcomes are seen
+        else:
+            assert (pred[all_ != 7] == 1).all()
+
+
+def test_match_any_tells_minus_zero_from_zero():
+    x = np.zeros(32, np.float32)
+    x[1::2] = -0.0
+    any_, all_ = np.zeros(32, np.uint32), np.zeros(32, np.uint32)
+    pred = np.zeros(32, np.int32)
+    COLLECTIVES.match_f(1, 32, (x, any_, all_, pred, np.uint32(0xFFFFFFFF)))
+    assert (any_[0::2] == 0x55555555).all() and (any_[1::2] == 0xAAAAAAAA).all()
+    assert (all_ == 0).all() and (pred == 0).all()
+
+
+@pytest.mark.parametrize("block", [64, 100])
+def test_warp_aggregated_histogram_with_match_any_is_exact_and_race_free(block):
+    rng = np.random.default_rng()
+    n, nbins = 3001, 16
+    d = np.where(rng.random(n) < 0.8, 3, rng.integers(0, nbins, n)).astype(np.int32)
+    bins = np.zeros(nbins, np.uint32)
+    COLLECTIVES.aggregated_histogram(5, block, (d, bins, np.int32(n)), race_check=True)
+    np.testing.assert_array_equal(bins, np.bincount(d, minlength=nbins))
+
+
+def test_lanes_in_different_reductions_are_reported():
+    with pytest.raises(KernelError, match=r"8 lanes of warp 0 .* wait in __reduce_add_sync for "
+                                          r"lanes 8-31, which wait in another call"):
+        COLLECTIVES.mixed_reductions(1, 32, (np.ones(32, np.int32), np.zeros(32, np.int32)))
+
+
 @pytest.mark.parametrize("fill", ["random", "ones"])
 def test_syncthreads_count_and_or(fill):
     n = 100

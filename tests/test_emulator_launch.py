@@ -211,7 +211,6 @@ def test_a_device_function_without_a_body():
     ("unsigned m = __activemask(); (void)m;", r"__activemask\(\); the emulator does not track"),
     ("float* p; cudaMalloc(&p, 4);", r"the host-side CUDA runtime call cudaMalloc"),
     ("nvcuda::wmma::fragment<int> f;", r"tensor-core matrix operations"),
-    ("x[0] = __reduce_add_sync(0xffffffff, 1);", r"the warp function __reduce_add_sync"),
     ("long long c = clock();", r"clock\(\); use clock64\(\)"),
 ])
 def test_constructs_outside_the_emulators_subset_are_named(snippet, match):

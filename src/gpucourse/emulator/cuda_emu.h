@@ -113,10 +113,17 @@ GCEMU_HIDDEN void __gcemu_syncwarp(unsigned mask);
 // A warp function's result for one lane: the value it read (valid: from a lane of its
 // group), the lanes of its group, and the ballot of their values (votes).
 struct GcemuWarpResult { uint64_t value; unsigned members, ballot; int valid; };
-enum { GCEMU_SHFL_IDX, GCEMU_SHFL_UP, GCEMU_SHFL_DOWN, GCEMU_SHFL_XOR, GCEMU_VOTE };
+// Modes: shuffles read one lane's value, a vote all the group's values (__gcemu_exchange);
+// a match and a reduction read all of them too (__gcemu_collective).
+enum { GCEMU_SHFL_IDX, GCEMU_SHFL_UP, GCEMU_SHFL_DOWN, GCEMU_SHFL_XOR, GCEMU_VOTE,
+       GCEMU_MATCH_ANY, GCEMU_MATCH_ALL, GCEMU_REDUCE_ADD, GCEMU_REDUCE_MIN, GCEMU_REDUCE_UMIN,
+       GCEMU_REDUCE_MAX, GCEMU_REDUCE_UMAX, GCEMU_REDUCE_AND, GCEMU_REDUCE_OR, GCEMU_REDUCE_XOR };
 // Points to the calling thread's result, which stays until its next warp function.
 GCEMU_HIDDEN const GcemuWarpResult* __gcemu_exchange(unsigned mask, uint64_t value, int mode,
                                                      int arg, int width, const char* what);
+// A match or a reduction (mode GCEMU_MATCH_ANY or after): its answer in the result's value.
+GCEMU_HIDDEN const GcemuWarpResult* __gcemu_collective(unsigned mask, uint64_t value, int mode,
+                                                       const char* what);
 GCEMU_HIDDEN void __gcemu_fail(const char* what) __attribute__((noreturn));
 GCEMU_HIDDEN void __gcemu_assert_fail(const char* expr, const char* file, int line) __attribute__((noreturn));
 GCEMU_HIDDEN int __gcemu_printf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -216,6 +223,55 @@ static inline int __all_sync(unsigned mask, int pred) {
   unsigned m;
   return __gcemu_vote("__all_sync", mask, pred, &m) == m;
 }
+
+// Matches (compute capability 7.0): the lanes of the group whose value has the same bits as
+// this lane's (so -0.0 and 0.0 differ, and a NaN matches the same NaN), or `mask` if all
+// lanes of the group have the same value. One overload per type of CUDA's, so that C++ picks
+// the same one for a short or a bool.
+static inline unsigned __gcemu_match(const char* what, int mode, unsigned mask, uint64_t bits) {
+  return (unsigned)__gcemu_collective(mask, bits, mode, what)->value;
+}
+static inline unsigned __gcemu_match_all(unsigned mask, uint64_t bits, int* pred) {
+  const int all = __gcemu_match("__match_all_sync", GCEMU_MATCH_ALL, mask, bits) != 0;
+  *pred = all;
+  return all ? mask : 0u;
+}
+#define GCEMU_MATCH(T)                                                                     \
+  static inline unsigned __match_any_sync(unsigned mask, T value) {                        \
+    return __gcemu_match("__match_any_sync", GCEMU_MATCH_ANY, mask, __gcemu_bits(value));  \
+  }                                                                                        \
+  static inline unsigned __match_all_sync(unsigned mask, T value, int* pred) {             \
+    return __gcemu_match_all(mask, __gcemu_bits(value), pred);                             \
+  }
+GCEMU_MATCH(int)
+GCEMU_MATCH(unsigned int)
+GCEMU_MATCH(long)
+GCEMU_MATCH(unsigned long)
+GCEMU_MATCH(long long)
+GCEMU_MATCH(unsigned long long)
+GCEMU_MATCH(float)
+GCEMU_MATCH(double)
+#undef GCEMU_MATCH
+
+// Reductions (compute capability 8.0) over the group's 32-bit values, the same result for
+// every lane: add wraps modulo 2^32; min and max compare as the type is signed or not.
+static inline unsigned __gcemu_reduce(const char* what, int mode, unsigned mask, unsigned value) {
+  return (unsigned)__gcemu_collective(mask, value, mode, what)->value;
+}
+#define GCEMU_REDUCE(NAME, T, MODE)                                           \
+  static inline T NAME(unsigned mask, T value) {                             \
+    return (T)__gcemu_reduce(#NAME, MODE, mask, (unsigned)value);            \
+  }
+GCEMU_REDUCE(__reduce_add_sync, unsigned int, GCEMU_REDUCE_ADD)
+GCEMU_REDUCE(__reduce_add_sync, int, GCEMU_REDUCE_ADD)
+GCEMU_REDUCE(__reduce_min_sync, unsigned int, GCEMU_REDUCE_UMIN)
+GCEMU_REDUCE(__reduce_min_sync, int, GCEMU_REDUCE_MIN)
+GCEMU_REDUCE(__reduce_max_sync, unsigned int, GCEMU_REDUCE_UMAX)
+GCEMU_REDUCE(__reduce_max_sync, int, GCEMU_REDUCE_MAX)
+GCEMU_REDUCE(__reduce_and_sync, unsigned int, GCEMU_REDUCE_AND)
+GCEMU_REDUCE(__reduce_or_sync, unsigned int, GCEMU_REDUCE_OR)
+GCEMU_REDUCE(__reduce_xor_sync, unsigned int, GCEMU_REDUCE_XOR)
+#undef GCEMU_REDUCE
 
 // ---------------------------------------------------------------- atomics
 // No other thread runs between the read and the write, so plain code is atomic here.

@@ -65,14 +65,16 @@ struct Fiber {
   int pos;             // position in this block's run order
   int state;
   int returned;        // it ended by a `return;` statement of the kernel
-  int wait_kind;       // WARP_SYNC or WARP_EXCHANGE: the kind of warp function it waits in
+  int wait_kind;       // the kind of warp function it waits in (WARP_SYNC...)
   unsigned wait_mask;  // the mask of the warp function it waits in (its own lane added)
   const char* what;    // what it waits in, for deadlock messages
   GcemuWarpResult result;  // of its last warp function
 };
 
-// Warp functions: __syncwarp, and exchanges (shuffles, votes), which move values.
-enum { WARP_SYNC = 1, WARP_EXCHANGE = 2 };
+// Warp functions: __syncwarp, exchanges (shuffles, votes), which move values, and
+// collectives (matches, reductions): kind WARP_COLLECTIVE + mode, so that only lanes in the
+// same one complete together.
+enum { WARP_SYNC = 1, WARP_EXCHANGE = 2, WARP_COLLECTIVE = 16 };
 
 struct Warp {
   unsigned exists;   // lanes present (the last warp of a block may be partial)
@@ -386,6 +388,51 @@ extern "C" int __gcemu_barrier_result(int s, int kind) {
   return kind == 0 ? g_bar_count[s] : kind == 1 ? g_bar_and[s] : g_bar_or[s];
 }
 
+// A match or a reduction (mode GCEMU_MATCH_ANY...) over the values of `members`: each
+// lane's answer in its result's value.
+__attribute__((noinline)) static void collective_complete(const Warp* w, Fiber* base,
+                                                          unsigned members, int mode) {
+  uint64_t all = 0;  // a reduction's result, or whether all values match
+  if (mode == GCEMU_MATCH_ALL) {
+    const uint64_t first = w->value[__builtin_ctz(members)];
+    all = 1;
+    for (unsigned m = members; m; m &= m - 1) all &= w->value[__builtin_ctz(m)] == first;
+  } else if (mode != GCEMU_MATCH_ANY) {
+    uint32_t u = (uint32_t)w->value[__builtin_ctz(members)];
+    for (unsigned m = members & (members - 1); m; m &= m - 1) {
+      const uint32_t v = (uint32_t)w->value[__builtin_ctz(m)];
+      switch (mode) {
+        case GCEMU_REDUCE_ADD: u += v; break;
+        case GCEMU_REDUCE_MIN: u = (int32_t)v < (int32_t)u ? v : u; break;
+        case GCEMU_REDUCE_UMIN: u = v < u ? v : u; break;
+        case GCEMU_REDUCE_MAX: u = (int32_t)v > (int32_t)u ? v : u; break;
+        case GCEMU_REDUCE_UMAX: u = v > u ? v : u; break;
+        case GCEMU_REDUCE_AND: u &= v; break;
+        case GCEMU_REDUCE_OR: u |= v; break;
+        default: u ^= v; break;  // GCEMU_REDUCE_XOR
+      }
+    }
+    all = u;
+  }
+  unsigned left = members;  // match any: the lanes whose group is still to be found
+  for (unsigned m = members; m; m &= m - 1) {
+    const int l = __builtin_ctz(m);
+    GcemuWarpResult* r = &base[l].result;
+    if (mode == GCEMU_MATCH_ANY && ((left >> l) & 1u)) {
+      unsigned same = 0;
+      for (unsigned k = left; k; k &= k - 1)
+        same |= (unsigned)(w->value[__builtin_ctz(k)] == w->value[l]) << __builtin_ctz(k);
+      left &= ~same;
+      for (unsigned k = same; k; k &= k - 1) base[__builtin_ctz(k)].result.value = same;
+    } else if (mode != GCEMU_MATCH_ANY) {
+      r->value = all;
+    }
+    r->valid = 1;
+    r->members = members;
+    r->ballot = 0;
+  }
+}
+
 // Completes the warp function that `members` wait in (the running thread among them or
 // not): each exchange result comes from the values of exactly these lanes, taken now. A
 // lane that reads one outside them (returned, or not in the mask) gets no valid value.
@@ -405,6 +452,8 @@ static void warp_complete(Warp* w, Fiber* base, unsigned members, int kind) {
       r->members = members;
       r->ballot = ballot;
     }
+  } else if (kind >= WARP_COLLECTIVE) {
+    collective_complete(w, base, members, kind - WARP_COLLECTIVE);
   }
   if (__gcemu_sync_hook)
     __gcemu_sync_hook(kind == WARP_SYNC ? GCEMU_SYNC_WARP : GCEMU_SYNC_EXCHANGE, members);
@@ -480,6 +529,16 @@ extern "C" const GcemuWarpResult* __gcemu_exchange(unsigned mask, uint64_t value
   w->value[lane] = value;
   w->src[lane] = (uint8_t)src;
   warp_call(mask, WARP_EXCHANGE, what);
+  return &f->result;
+}
+
+// A match or a reduction: only lanes in the same one (same mode, same mask) complete it
+// together, and warp_complete computes each lane's answer from all their values.
+extern "C" const GcemuWarpResult* __gcemu_collective(unsigned mask, uint64_t value, int mode,
+                                                      const char* what) {
+  Fiber* f = g_cur;
+  g_warp[f->rank >> 5].value[f->rank & 31] = value;
+  warp_call(mask, WARP_COLLECTIVE + mode, what);
   return &f->result;
 }
 

@@ -258,8 +258,6 @@ _UNSUPPORTED = [
      "use its _sync form, e.g. __shfl_down_sync(0xffffffff, v, offset)"),
     (r"\b(__half2?|__nv_bfloat162?|__float2half\w*|__half2float|__float2bfloat16\w*)\b",
      "16-bit floating-point types ({0})", "use float on the emulator"),
-    (r"\b(__match_any_sync|__match_all_sync|__reduce_(?:add|min|max|and|or|xor)_sync)\b",
-     "the warp function {0}", "build it from __shfl_*_sync or __ballot_sync"),
     (r"\b__activemask\s*\(", "__activemask()",
      "the emulator does not track which lanes run together; compute the mask, e.g. "
      "__ballot_sync(0xffffffff, condition) before the branch"),
