@@ -413,6 +413,22 @@ extern "C" __global__ void mixed_reductions(const int* x, int* out) {
   const int t = threadIdx.x;
   out[t] = t < 8 ? __reduce_add_sync(0xffffffffu, x[t]) : __reduce_max_sync(0xffffffffu, x[t]);
 }
+
+extern "C" __global__ void scoped_atomics(int* i, unsigned* u, unsigned long long* ull, float* f,
+                                          double* d, long long* ll) {
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  atomicAdd_block(&i[0], t); atomicSub_system(&i[1], t); atomicMax_block(&i[2], t);
+  atomicMin_system(&i[3], -t); atomicAnd_block(&i[4], ~(1 << (t % 31)));
+  atomicOr_system(&i[5], 1 << (t % 31)); atomicXor_block(&i[6], t); atomicExch_system(&i[7], 42);
+  atomicAdd_system(&u[0], 2u); atomicSub_block(&u[1], 1u); atomicInc_block(&u[2], 9u);
+  atomicDec_system(&u[3], 9u); atomicCAS_block(&u[4], 0u, (unsigned)t + 1u);
+  atomicCAS_system(&u[5], 0u, (unsigned)t + 1u); atomicExch_block(&u[6], 7u);
+  atomicAdd_block(&ull[0], 3ull); atomicMax_system(&ull[1], (unsigned long long)t);
+  atomicMin_block(&ull[2], (unsigned long long)t + 1); atomicCAS_block(&ull[3], 5ull, 6ull);
+  atomicAdd_system(&f[0], 0.5f); atomicExch_block(&f[1], 2.5f);
+  atomicAdd_block(&d[0], 0.25);
+  atomicMax_block(&ll[0], (long long)t - 100); atomicMin_system(&ll[1], (long long)t - 100);
+}
 """, "collectives")
 
 MASKS = [0xFFFFFFFF, 0x0000FFFF, 0x5555AAAA]
@@ -563,6 +579,33 @@ def test_lanes_in_different_reductions_are_reported():
     with pytest.raises(KernelError, match=r"8 lanes of warp 0 .* wait in __reduce_add_sync for "
                                           r"lanes 8-31, which wait in another call"):
         COLLECTIVES.mixed_reductions(1, 32, (np.ones(32, np.int32), np.zeros(32, np.int32)))
+
+
+def test_scoped_atomics_behave_as_the_plain_ones():
+    blocks, threads = 3, 70
+    t = np.arange(blocks * threads)
+    i = np.array([0, 0, -5, 5, -1, 0, 0, 0], np.int32)
+    u = np.array([0, 1000, 0, 0, 0, 0, 0], np.uint32)
+    ull = np.array([0, 0, 2**40, 5], np.uint64)
+    f = np.zeros(2, np.float32)
+    d = np.zeros(1)
+    ll = np.array([-10**12, 10**12], np.int64)
+    COLLECTIVES.scoped_atomics(blocks, threads, (i, u, ull, f, d, ll))
+    n = t.size
+    xor = np.bitwise_xor.reduce(t)
+    assert i.tolist() == [t.sum(), -t.sum(), t.max(), -t.max(),
+                          -1 & ~sum(1 << b for b in set(t % 31)), sum(1 << b for b in set(t % 31)),
+                          xor, 42]
+    inc = 0
+    for _ in range(n):
+        inc = 0 if inc >= 9 else inc + 1
+    dec = 0
+    for _ in range(n):
+        dec = 9 if dec == 0 or dec > 9 else dec - 1
+    assert u.tolist() == [2 * n, 1000 - n, inc, dec, 1, 1, 7]
+    assert ull.tolist() == [3 * n, t.max(), 1, 6]
+    assert f.tolist() == [0.5 * n, 2.5] and d[0] == 0.25 * n
+    assert ll.tolist() == [t.max() - 100, -100]
 
 
 @pytest.mark.parametrize("fill", ["random", "ones"])

@@ -150,6 +150,45 @@ extern "C" __global__ void totals(const float* x, float* out, int n) {
 extern "C" __global__ void bytes(unsigned char* out) {
   out[threadIdx.x] = (unsigned char)threadIdx.x;  // neighbours share a word, not a byte
 }
+
+extern "C" __global__ void block_scoped_counts(const int* d, unsigned* out, int n) {
+  __shared__ unsigned count;
+  if (threadIdx.x == 0) count = 0;
+  __syncthreads();
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n && d[i] > 7) atomicAdd_block(&count, 1u);
+  __syncthreads();
+  if (threadIdx.x == 0) out[blockIdx.x] = count;
+}
+
+extern "C" __global__ void block_scoped_cas_max(const float* x, float* out, int n) {
+  __shared__ int best;
+  if (threadIdx.x == 0) best = __float_as_int(-INFINITY);
+  __syncthreads();
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    int old = best, assumed;  // a plain first read, then compare-and-swap in the block
+    do {
+      assumed = old;
+      old = atomicCAS_block(&best, assumed, __float_as_int(fmaxf(x[i], __int_as_float(assumed))));
+    } while (assumed != old);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) out[blockIdx.x] = __int_as_float(best);
+}
+
+extern "C" __global__ void block_scoped_total(const int* d, unsigned* total, int n, int scope) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  if (scope == 0) atomicAdd_block(total, (unsigned)d[i]);  // BLOCK SCOPED
+  if (scope == 1) atomicAdd_system(total, (unsigned)d[i]);
+  if (scope == 2) {  // block 0 adds with device scope, the others with block scope
+    if (blockIdx.x == 0) atomicAdd(total, (unsigned)d[i]);  // DEVICE SCOPED
+    else atomicAdd_block(total, (unsigned)d[i]);  // OTHER BLOCKS
+  }
+  if (scope == 3 && blockIdx.x == 0) atomicAdd_block(total, (unsigned)d[i]);  // BLOCK ZERO
+  if (scope == 3 && blockIdx.x == 1 && threadIdx.x == 0) total[0] = 0;  // PLAIN STORE
+}
 """)
 LINES = {m.group(1): i + 1 for i, text in enumerate(SOURCE.splitlines())
          for m in [re.search(r"// ([A-Z][A-Z ]+)$", text)] if m}
@@ -344,6 +383,52 @@ def test_reading_counters_while_others_still_add_to_them_is_a_race(mod):
     with pytest.raises(KernelError, match="hazard in shared memory") as info:
         mod.read_while_counting(2, 64, (data(), bins, I32(1000)), race_check=True)
     names(str(info.value), "NO BARRIER", "COUNTED")
+
+
+# --------------------------------------------------------------------------- scoped atomics
+
+def test_block_scoped_atomics_on_a_blocks_own_shared_counter_are_no_race(mod):
+    d = data(1000, seed=5)
+    out = np.zeros(4, np.uint32)
+    mod.block_scoped_counts(4, 256, (d, out, I32(1000)), race_check=True)
+    np.testing.assert_array_equal(out, [(d[256 * b:256 * (b + 1)] > 7).sum() for b in range(4)])
+
+
+def test_a_block_scoped_compare_and_swap_loop_in_shared_memory_is_no_race(mod):
+    x = np.random.default_rng(8).standard_normal(300).astype(F32)
+    out = np.zeros(3, F32)
+    mod.block_scoped_cas_max(3, 100, (x, out, I32(300)), race_check=True)
+    np.testing.assert_array_equal(out, x.reshape(3, 100).max(axis=1))
+
+
+def test_block_scoped_atomics_of_several_blocks_on_one_global_value_are_a_race(mod):
+    d = data(600, seed=6)
+    total = np.zeros(1, np.uint32)
+    mod.block_scoped_total(1, 600 // 3, (d[:200], total, I32(200), I32(0)), race_check=True)
+    assert total[0] == d[:200].sum(), "one block: a _block atomic is atomic among its threads"
+    total[0] = 0
+    mod.block_scoped_total(3, 200, (d, total, I32(600), I32(1)), race_check=True)
+    assert total[0] == d.sum(), "a _system atomic is atomic for every thread"
+    with pytest.raises(KernelError, match=r"kernel block_scoped_total has a race \(write-after-write "
+                                          r"hazard in global memory, `total\[0\]`\): thread "
+                                          r"\(0,0,0\) of block \(1,0,0\) atomically updates it "
+                                          r"with a block-scoped atomic") as info:
+        mod.block_scoped_total(3, 200, (d, total, I32(600), I32(0)), race_check=True)
+    names(str(info.value), "BLOCK SCOPED")
+    assert "atomic only among the threads of one block" in str(info.value)
+
+
+def test_a_block_scoped_atomic_against_another_blocks_atomic_or_store_is_a_race(mod):
+    d = data(600, seed=7)
+    total = np.zeros(1, np.uint32)
+    with pytest.raises(KernelError, match=r"block \(1,0,0\) atomically updates it with a "
+                                          r"block-scoped atomic .* after thread \(0,0,0\) of "
+                                          r"block \(0,0,0\) atomically updated it at") as info:
+        mod.block_scoped_total(3, 200, (d, total, I32(600), I32(2)), race_check=True)
+    names(str(info.value), "OTHER BLOCKS", "DEVICE SCOPED")
+    with pytest.raises(KernelError, match=r"write-after-write hazard") as info:
+        mod.block_scoped_total(3, 200, (d, total, I32(600), I32(3)), race_check=True)
+    names(str(info.value), "BLOCK ZERO", "PLAIN STORE")
 
 
 # --------------------------------------------------------------------------- where it runs

@@ -73,6 +73,20 @@ extern "C" __global__ void odd_even(const float* in, float* odd, float* even, in
   else
     even[i / 2] = in[i] + 1.0f;  // EVEN
 }
+
+// Warp-aggregated counts into a block's bins (block-scoped atomics), then into the grid's.
+extern "C" __global__ void scoped_histogram(const int* d, unsigned* bins) {
+  __shared__ unsigned s_bins[16];
+  for (int b = threadIdx.x; b < 16; b += blockDim.x) s_bins[b] = 0;
+  __syncthreads();
+  const int bin = d[blockIdx.x * blockDim.x + threadIdx.x];
+  const unsigned peers = __match_any_sync(0xffffffffu, bin);
+  if ((threadIdx.x & 31) == __ffs(peers) - 1)
+    atomicAdd_block(&s_bins[bin], (unsigned)__popc(peers));  // SCOPED SHARED
+  __syncthreads();
+  for (int b = threadIdx.x; b < 16; b += blockDim.x)
+    atomicAdd_system(&bins[b], s_bins[b]);  // SCOPED GLOBAL
+}
 """
 
 
@@ -218,6 +232,20 @@ def test_privatized_histogram_moves_atomics_to_shared_memory(histogram):
     assert p.shared_atomic.lanes == n
     assert p.global_atomic.lanes == 16 * 2  # two non-empty bins per block
     assert p.shared_atomic.same_address_lanes > 0.8 * n
+
+
+def test_scoped_atomics_and_matches_are_counted_as_atomics(mod):
+    grid, block = 8, 128
+    n = grid * block
+    data = np.where(np.random.default_rng(5).random(n) < 0.7, 2,
+                    np.random.default_rng(6).integers(0, 16, n)).astype(np.int32)
+    bins = np.zeros(16, np.uint32)
+    p = profile(mod.scoped_histogram, grid, block, (data, bins))
+    np.testing.assert_array_equal(bins, np.bincount(data, minlength=16))
+    leaders = sum(len(np.unique(w)) for w in data.reshape(-1, WARP))  # one per bin per warp
+    assert p.shared_atomic.lanes == leaders
+    assert rows(p, "SCOPED SHARED", "shared atomic").counters.lanes == leaders
+    assert p.global_atomic.lanes == rows(p, "SCOPED GLOBAL", "global atomic").counters.lanes == 16 * grid
 
 
 def test_odd_even_branch_has_half_the_lanes_active(mod):

@@ -19,6 +19,18 @@ extern "C" GCEMU_HIDDEN void GCEMU_ATOMIC_CAS_MARK(const void* address, unsigned
 #else
 #define GCEMU_ATOMIC_CAS_MARK GCEMU_ATOMIC_MARK
 #endif
+// Likewise for the block-scoped atomics (atomicAdd_block...), atomic only among the threads
+// of one block; a _system atomic is marked as a plain one.
+#ifdef GCEMU_ATOMIC_BLOCK_MARK
+extern "C" GCEMU_HIDDEN void GCEMU_ATOMIC_BLOCK_MARK(const void* address, unsigned size);
+#else
+#define GCEMU_ATOMIC_BLOCK_MARK GCEMU_ATOMIC_MARK
+#endif
+#ifdef GCEMU_ATOMIC_CAS_BLOCK_MARK
+extern "C" GCEMU_HIDDEN void GCEMU_ATOMIC_CAS_BLOCK_MARK(const void* address, unsigned size);
+#else
+#define GCEMU_ATOMIC_CAS_BLOCK_MARK GCEMU_ATOMIC_CAS_MARK
+#endif
 
 #define GCEMU_MARK_ATOMIC_WITH(NAME, MARK)                                              \
   template <class T, class... R>                                                        \
@@ -28,32 +40,60 @@ extern "C" GCEMU_HIDDEN void GCEMU_ATOMIC_CAS_MARK(const void* address, unsigned
     MARK((const void*)address, (unsigned)sizeof(T));                                    \
     return NAME(address, rest...);                                                      \
   }
-#define GCEMU_MARK_ATOMIC(NAME) GCEMU_MARK_ATOMIC_WITH(NAME, GCEMU_ATOMIC_MARK)
-GCEMU_MARK_ATOMIC(atomicAdd)
-GCEMU_MARK_ATOMIC(atomicSub)
-GCEMU_MARK_ATOMIC(atomicExch)
-GCEMU_MARK_ATOMIC(atomicMax)
-GCEMU_MARK_ATOMIC(atomicMin)
-GCEMU_MARK_ATOMIC(atomicAnd)
-GCEMU_MARK_ATOMIC(atomicOr)
-GCEMU_MARK_ATOMIC(atomicXor)
-GCEMU_MARK_ATOMIC(atomicInc)
-GCEMU_MARK_ATOMIC(atomicDec)
-GCEMU_MARK_ATOMIC_WITH(atomicCAS, GCEMU_ATOMIC_CAS_MARK)
+// Each atomic in its three scopes: the device's (NAME), NAME_system and NAME_block.
+#define GCEMU_MARK_ATOMIC(NAME, MARK, BLOCK_MARK) \
+  GCEMU_MARK_ATOMIC_WITH(NAME, MARK)              \
+  GCEMU_MARK_ATOMIC_WITH(NAME##_system, MARK)     \
+  GCEMU_MARK_ATOMIC_WITH(NAME##_block, BLOCK_MARK)
+#define GCEMU_MARK_PLAIN(NAME) GCEMU_MARK_ATOMIC(NAME, GCEMU_ATOMIC_MARK, GCEMU_ATOMIC_BLOCK_MARK)
+GCEMU_MARK_PLAIN(atomicAdd)
+GCEMU_MARK_PLAIN(atomicSub)
+GCEMU_MARK_PLAIN(atomicExch)
+GCEMU_MARK_PLAIN(atomicMax)
+GCEMU_MARK_PLAIN(atomicMin)
+GCEMU_MARK_PLAIN(atomicAnd)
+GCEMU_MARK_PLAIN(atomicOr)
+GCEMU_MARK_PLAIN(atomicXor)
+GCEMU_MARK_PLAIN(atomicInc)
+GCEMU_MARK_PLAIN(atomicDec)
+GCEMU_MARK_ATOMIC(atomicCAS, GCEMU_ATOMIC_CAS_MARK, GCEMU_ATOMIC_CAS_BLOCK_MARK)
+#undef GCEMU_MARK_PLAIN
 #undef GCEMU_MARK_ATOMIC
 #undef GCEMU_MARK_ATOMIC_WITH
 
 // Defined after the wrappers, so that the wrappers still call the prelude's functions.
 #define atomicAdd(...) __gcemu_marked_atomicAdd(__VA_ARGS__)
+#define atomicAdd_system(...) __gcemu_marked_atomicAdd_system(__VA_ARGS__)
+#define atomicAdd_block(...) __gcemu_marked_atomicAdd_block(__VA_ARGS__)
 #define atomicSub(...) __gcemu_marked_atomicSub(__VA_ARGS__)
+#define atomicSub_system(...) __gcemu_marked_atomicSub_system(__VA_ARGS__)
+#define atomicSub_block(...) __gcemu_marked_atomicSub_block(__VA_ARGS__)
 #define atomicExch(...) __gcemu_marked_atomicExch(__VA_ARGS__)
+#define atomicExch_system(...) __gcemu_marked_atomicExch_system(__VA_ARGS__)
+#define atomicExch_block(...) __gcemu_marked_atomicExch_block(__VA_ARGS__)
 #define atomicMax(...) __gcemu_marked_atomicMax(__VA_ARGS__)
+#define atomicMax_system(...) __gcemu_marked_atomicMax_system(__VA_ARGS__)
+#define atomicMax_block(...) __gcemu_marked_atomicMax_block(__VA_ARGS__)
 #define atomicMin(...) __gcemu_marked_atomicMin(__VA_ARGS__)
+#define atomicMin_system(...) __gcemu_marked_atomicMin_system(__VA_ARGS__)
+#define atomicMin_block(...) __gcemu_marked_atomicMin_block(__VA_ARGS__)
 #define atomicAnd(...) __gcemu_marked_atomicAnd(__VA_ARGS__)
+#define atomicAnd_system(...) __gcemu_marked_atomicAnd_system(__VA_ARGS__)
+#define atomicAnd_block(...) __gcemu_marked_atomicAnd_block(__VA_ARGS__)
 #define atomicOr(...) __gcemu_marked_atomicOr(__VA_ARGS__)
+#define atomicOr_system(...) __gcemu_marked_atomicOr_system(__VA_ARGS__)
+#define atomicOr_block(...) __gcemu_marked_atomicOr_block(__VA_ARGS__)
 #define atomicXor(...) __gcemu_marked_atomicXor(__VA_ARGS__)
+#define atomicXor_system(...) __gcemu_marked_atomicXor_system(__VA_ARGS__)
+#define atomicXor_block(...) __gcemu_marked_atomicXor_block(__VA_ARGS__)
 #define atomicInc(...) __gcemu_marked_atomicInc(__VA_ARGS__)
+#define atomicInc_system(...) __gcemu_marked_atomicInc_system(__VA_ARGS__)
+#define atomicInc_block(...) __gcemu_marked_atomicInc_block(__VA_ARGS__)
 #define atomicDec(...) __gcemu_marked_atomicDec(__VA_ARGS__)
+#define atomicDec_system(...) __gcemu_marked_atomicDec_system(__VA_ARGS__)
+#define atomicDec_block(...) __gcemu_marked_atomicDec_block(__VA_ARGS__)
 #define atomicCAS(...) __gcemu_marked_atomicCAS(__VA_ARGS__)
+#define atomicCAS_system(...) __gcemu_marked_atomicCAS_system(__VA_ARGS__)
+#define atomicCAS_block(...) __gcemu_marked_atomicCAS_block(__VA_ARGS__)
 
 #endif  // GPUCOURSE_ATOMIC_MARKS_H

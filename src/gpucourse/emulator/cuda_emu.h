@@ -279,12 +279,18 @@ GCEMU_REDUCE(__reduce_xor_sync, unsigned int, GCEMU_REDUCE_XOR)
 #ifndef GCEMU_ATOMIC_ATTR
 #define GCEMU_ATOMIC_ATTR
 #endif
-#define GCEMU_ATOMIC(NAME, T, NEW)                                \
+// Each comes in CUDA's three scopes: NAME (the device), NAME_block and NAME_system, all
+// the same here (instrumented builds tell a _block atomic apart: atomic_marks.h).
+#define GCEMU_ATOMIC_SCOPE(NAME, T, NEW)                          \
   GCEMU_ATOMIC_ATTR static inline T NAME(T* address, T val) {     \
     T old = *address;                                             \
     *address = (NEW);                                             \
     return old;                                                   \
   }
+#define GCEMU_ATOMIC(NAME, T, NEW)              \
+  GCEMU_ATOMIC_SCOPE(NAME, T, NEW)              \
+  GCEMU_ATOMIC_SCOPE(NAME##_block, T, NEW)      \
+  GCEMU_ATOMIC_SCOPE(NAME##_system, T, NEW)
 GCEMU_ATOMIC(atomicAdd, int, old + val)
 GCEMU_ATOMIC(atomicAdd, unsigned int, old + val)
 GCEMU_ATOMIC(atomicAdd, unsigned long long, old + val)
@@ -316,17 +322,23 @@ GCEMU_ATOMIC(atomicXor, unsigned long long, old ^ val)
 GCEMU_ATOMIC(atomicInc, unsigned int, old >= val ? 0u : old + 1u)
 GCEMU_ATOMIC(atomicDec, unsigned int, (old == 0u || old > val) ? val : old - 1u)
 #undef GCEMU_ATOMIC
-#define GCEMU_CAS(T)                                                          \
-  GCEMU_ATOMIC_ATTR static inline T atomicCAS(T* address, T compare, T val) { \
-    T old = *address;                                                         \
-    if (old == compare) *address = val;                                       \
-    return old;                                                               \
+#undef GCEMU_ATOMIC_SCOPE
+#define GCEMU_CAS_SCOPE(NAME, T)                                         \
+  GCEMU_ATOMIC_ATTR static inline T NAME(T* address, T compare, T val) { \
+    T old = *address;                                                    \
+    if (old == compare) *address = val;                                  \
+    return old;                                                          \
   }
+#define GCEMU_CAS(T)                  \
+  GCEMU_CAS_SCOPE(atomicCAS, T)       \
+  GCEMU_CAS_SCOPE(atomicCAS_block, T) \
+  GCEMU_CAS_SCOPE(atomicCAS_system, T)
 GCEMU_CAS(int)
 GCEMU_CAS(unsigned int)
 GCEMU_CAS(unsigned long long)
 GCEMU_CAS(unsigned short)
 #undef GCEMU_CAS
+#undef GCEMU_CAS_SCOPE
 
 // ---------------------------------------------------------------- loads and stores with cache hints
 template <class T> static inline T __ldg(const T* p) { return *p; }

@@ -18,8 +18,10 @@
 // the same time. Shared memory left by an earlier block is stale, not shared.
 //
 // A plain write conflicts with every unordered access of another thread to the same bytes,
-// a plain read with unordered writes and atomics, an atomic with unordered plain accesses;
-// two atomics never conflict. The first conflict is kept for Python to report; an access to
+// a plain read with unordered writes and atomics, an atomic with unordered plain accesses.
+// Two atomics conflict only where one is block-scoped (atomicAdd_block...: atomic among the
+// threads of its block alone) and they come from different blocks; a _system atomic is a
+// plain atomic here. The first conflict is kept for Python to report; an access to
 // dynamic shared memory beyond the launch's shared_mem is reported the same way, and so is
 // an access outside every array argument but inside the allocation around one (Python
 // places each array with room before and after it): an index out of bounds.
@@ -37,7 +39,10 @@
 
 enum { MAX_THREADS = 1024, DYN_SHARED_BYTES = 48 * 1024, MAX_RANGES = 66, MAX_BOUNDS = 64 };
 // Kinds of access, and of range: keep in step with emulator/racecheck.py.
-enum Kind : uint8_t { K_READ = 1, K_WRITE = 2, K_ATOMIC = 3, K_CAS = 4 /* hooks only: an atomic */ };
+// K_CAS and K_BLOCK_CAS are for the hooks only: they are kept as K_ATOMIC, K_BLOCK_ATOMIC.
+enum Kind : uint8_t {
+  K_READ = 1, K_WRITE = 2, K_ATOMIC = 3, K_CAS = 4, K_BLOCK_ATOMIC = 5, K_BLOCK_CAS = 6
+};
 enum Space : uint8_t { GLOBAL = 0, SHARED = 1, DYNAMIC = 2, OUTSIDE = 3, SHARED_GUARD = 4 };
 
 extern "C" {
@@ -118,6 +123,14 @@ static inline int races(const Access& p, const Access& c, uint8_t space) {
   return p.block && (p.bytes & c.bytes) && !ordered(p, c, space);
 }
 
+static inline int is_atomic(uint8_t kind) { return kind == K_ATOMIC || kind == K_BLOCK_ATOMIC; }
+
+// Whether two atomics conflict: one is block-scoped and they come from different blocks.
+static inline int atomics_race(const Access& p, const Access& c, uint8_t space) {
+  return (p.kind == K_BLOCK_ATOMIC || c.kind == K_BLOCK_ATOMIC) && p.block != c.block &&
+         races(p, c, space);
+}
+
 __attribute__((noinline)) static void found(uintptr_t addr, uint8_t space, const Access& p,
                                             const Access& c) {
   g_hazard.found = 1;
@@ -166,7 +179,10 @@ __attribute__((noinline)) static void report_pending(void) {
 static inline int check_word(Cell& cell, const Access& c, uintptr_t word, uint8_t space) {
   const Access* prev = NULL;
   if (races(cell.write, c, space)) prev = &cell.write;
-  if (!prev && c.kind != K_ATOMIC) {
+  if (!prev && is_atomic(c.kind)) {
+    if (atomics_race(cell.atomic[0], c, space)) prev = &cell.atomic[0];
+    else if (atomics_race(cell.atomic[1], c, space)) prev = &cell.atomic[1];
+  } else if (!prev) {
     if (races(cell.atomic[0], c, space)) prev = &cell.atomic[0];
     else if (races(cell.atomic[1], c, space)) prev = &cell.atomic[1];
     if (prev && c.kind == K_READ) {  // perhaps a CAS loop's first read: hold it back
@@ -235,8 +251,8 @@ __attribute__((noinline)) static void bad_address(uintptr_t addr, uint8_t space,
 }
 
 __attribute__((noinline)) static void access(uintptr_t pc, uintptr_t addr, uint32_t size, uint8_t kind) {
-  const int cas = kind == K_CAS;
-  if (cas) kind = K_ATOMIC;
+  const int cas = kind == K_CAS || kind == K_BLOCK_CAS;
+  if (cas) kind = kind == K_CAS ? K_ATOMIC : K_BLOCK_ATOMIC;
   Range* R = range_of(addr);
   const uint32_t r = __gcemu_thread_rank();
   if (GCRACE_UNLIKELY(g_npending)) {
@@ -327,6 +343,12 @@ GCRACE_HOOK void __gcrace_atomic(const void* a, unsigned size) {
 }
 GCRACE_HOOK void __gcrace_atomic_cas(const void* a, unsigned size) {
   observe(GCRACE_RA, (void*)a, size, K_CAS);
+}
+GCRACE_HOOK void __gcrace_atomic_block(const void* a, unsigned size) {
+  observe(GCRACE_RA, (void*)a, size, K_BLOCK_ATOMIC);
+}
+GCRACE_HOOK void __gcrace_atomic_cas_block(const void* a, unsigned size) {
+  observe(GCRACE_RA, (void*)a, size, K_BLOCK_CAS);
 }
 
 GCRACE_HOOK void __tsan_func_entry(void*) {}

@@ -6,10 +6,11 @@ gives the exact answer. The detector compiles the kernel once more with every lo
 and atomic observed (``instrument``, hooks in ``racecheck.cpp``), runs one launch and
 reports the first two accesses of different threads to the same bytes that nothing orders
 (a ``__syncthreads()`` in their block, a ``__syncwarp()`` of their warp), where at least
-one is a plain write, or one is atomic and the other plain: read-after-write,
-write-after-read and write-after-write hazards in shared and global memory. Threads of
-different blocks are never ordered. An access to dynamic shared memory past the launch's
-``shared_mem`` is reported too.
+one is a plain write, or one is atomic and the other plain, or both are atomics of
+different blocks and one is block-scoped (``atomicAdd_block``: atomic only among the
+threads of its block): read-after-write, write-after-read and write-after-write hazards in
+shared and global memory. Threads of different blocks are never ordered. An access to
+dynamic shared memory past the launch's ``shared_mem`` is reported too.
 
 :func:`detector` returns the instrumented build of a kernel's source (cached), or None
 where it cannot be made (not Linux, no addr2line, a compiler without -fsanitize=thread);
@@ -33,6 +34,7 @@ from .build import KernelError, Library, build_library
 HOOKS = instrument.HERE / "racecheck.cpp"
 # Kinds of access and spaces of memory, as racecheck.cpp numbers them.
 READ, WRITE, ATOMIC = 1, 2, 3
+ATOMIC_BLOCK = 5  # a block-scoped atomic (atomicAdd_block...)
 GLOBAL, SHARED, DYNAMIC, OUTSIDE, SHARED_GUARD = 0, 1, 2, 3, 4
 #: Guard bytes after each static __shared__ array in the detector's build (cuda_emu.h).
 SHARED_GUARD_BYTES = 256
@@ -97,6 +99,8 @@ def _flags() -> tuple[str, ...]:
     # `v = x[i]` below `if (i >= n) return;` and hide the read past the end that nvcc emits.
     return ("-O0", *instrument.TSAN_FLAGS, "-include", str(instrument.ATOMIC_MARKS),
             "-DGCEMU_ATOMIC_MARK=__gcrace_atomic", "-DGCEMU_ATOMIC_CAS_MARK=__gcrace_atomic_cas",
+            "-DGCEMU_ATOMIC_BLOCK_MARK=__gcrace_atomic_block",
+            "-DGCEMU_ATOMIC_CAS_BLOCK_MARK=__gcrace_atomic_cas_block",
             f"-DGCEMU_SHARED_GUARD_BYTES={SHARED_GUARD_BYTES}",
             # The read and write inside an atomic are the atomic: the mark observes them.
             '-DGCEMU_ATOMIC_ATTR=__attribute__((no_sanitize("thread")))',
@@ -243,7 +247,12 @@ class Detector:
                     + (f" (`{code}`)" if code else ""))
 
         verbs = {READ: ("reads", "read"), WRITE: ("writes", "wrote"),
-                 ATOMIC: ("atomically updates", "atomically updated")}
+                 ATOMIC: ("atomically updates", "atomically updated"),
+                 ATOMIC_BLOCK: ("atomically updates", "atomically updated")}
+
+        def it(a):
+            return "it with a block-scoped atomic" if a["kind"] == ATOMIC_BLOCK else "it"
+
         if space == DYNAMIC and not first["kind"]:
             offset = addr - shared[0]
             return Hazard(f"kernel {name}: {who(second)} {verbs[second['kind']][0]} dynamic "
@@ -277,8 +286,12 @@ class Detector:
                         where += f", `{p.name}[{(addr - a.ctypes.data) // a.itemsize}]`"
                         break
         same_line = sites[first["pc"]][0] == sites[second["pc"]][0] != 0
-        atomic = ATOMIC in (first["kind"], second["kind"])
-        if first["block"] != second["block"]:
+        atomic = bool({ATOMIC, ATOMIC_BLOCK} & {first["kind"], second["kind"]})
+        if first["block"] != second["block"] and ATOMIC_BLOCK in (first["kind"], second["kind"]):
+            fix = ("a _block atomic (atomicAdd_block) is atomic only among the threads of one "
+                   "block: where threads of different blocks update one value, use the plain "
+                   "atomic (atomicAdd)")
+        elif first["block"] != second["block"]:
             # The detector does not model __threadfence() with an atomic ticket (the "last
             # block" pattern), so that correct pattern lands here too; the advice says so.
             fix = ("threads of different blocks are not ordered within a launch: use an atomic "
@@ -299,9 +312,9 @@ class Detector:
         else:
             fix = "put a __syncthreads() between the two"
         what = f"{kind} hazard in {where}"
-        how = (f"{who(second)} {verbs[second['kind']][0]} it {at(second, True)} after "
-               f"{who(first)} {verbs[first['kind']][1]} it {at(first, False)}, with nothing "
-               f"ordering the two; {fix}")
+        how = (f"{who(second)} {verbs[second['kind']][0]} {it(second)} {at(second, True)} after "
+               f"{who(first)} {verbs[first['kind']][1]} {it(first)} {at(first, False)}, with "
+               f"nothing ordering the two; {fix}")
         return Hazard(f"kernel {name} has a race ({what}): {how}.", f"it is a {what}: {how}")
 
     @staticmethod

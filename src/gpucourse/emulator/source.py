@@ -262,7 +262,6 @@ _UNSUPPORTED = [
      "the emulator does not track which lanes run together; compute the mask, e.g. "
      "__ballot_sync(0xffffffff, condition) before the branch"),
     (r"\b__managed__\b", "managed memory (__managed__)", "pass arrays as kernel arguments"),
-    (r"\batomic\w+_(?:block|system)\b", "scoped atomics ({0})", "use the plain atomic"),
     (r"\bcuda[A-Z]\w*\s*\(", "the host-side CUDA runtime call {0}",
      "a kernel file holds device code only; allocate and copy arrays from Python "
      "(gc.device.asarray)"),
