@@ -160,6 +160,28 @@ def test_bandwidth_timer_rejects(fn, match):
         c1.check_bandwidth_timer(fn)
 
 
+def _clock_stopped_before_sync(launch, synchronize, nbytes):
+    """Warm-up and a median, but each sample stops the clock before synchronize() returns."""
+    for _ in range(10):
+        launch()
+    synchronize()
+    ts = []
+    for _ in range(9):
+        t0 = time.perf_counter()
+        launch()
+        ts.append(time.perf_counter() - t0)
+        synchronize()
+    return nbytes / statistics.median(ts) / 1e9
+
+
+def test_bandwidth_timer_names_a_clock_stopped_before_synchronize():
+    # A launch takes microseconds, about 1000 x faster than the copy: the same ratio as a
+    # result in MB/s, which must not be the message this classic mistake gets.
+    with pytest.raises(AssertionError, match="before you read the clock") as failure:
+        c1.check_bandwidth_timer(_clock_stopped_before_sync)
+    assert "MB/s" not in str(failure.value)
+
+
 # --------------------------------------------------------------------------- 1.5
 
 def transfer_seconds(nbytes, gpu, pinned=True):

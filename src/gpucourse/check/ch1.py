@@ -227,12 +227,24 @@ def check_bandwidth_timer(effective_bandwidth: Callable, nbytes: int = 64 * 2**2
 
     Uses ``check_timer``: a version without synchronization or without warm-up fails.
     """
-    def measure(launch, synchronize):
+    def ratio_on(launch, synchronize, work_s):
         gbps = effective_bandwidth(launch, synchronize, nbytes)
         assert isinstance(gbps, (int, float, np.floating)) and gbps > 0, (
             f"return the bandwidth as a positive number of GB/s, got {gbps!r}")
-        expected = nbytes / SimulatedAsyncDevice().work_s / 1e9
-        ratio = float(gbps) / expected
+        return float(gbps), float(gbps) / (nbytes / work_s / 1e9)
+
+    def measure(launch, synchronize):
+        gbps, ratio = ratio_on(launch, synchronize, SimulatedAsyncDevice().work_s)
+        if ratio > 1.25:
+            # Far too fast: a wrong unit, or a clock stopped before synchronize() returned (a
+            # launch takes microseconds, which looks like MB/s). Only the second stays about the
+            # same when each copy takes eight times as long (a wrong unit scales with it).
+            slower = SimulatedAsyncDevice(work_s=8 * SimulatedAsyncDevice().work_s)
+            _, ratio8 = ratio_on(slower.launch, slower.synchronize, slower.work_s)
+            assert ratio8 < 2 * ratio, (
+                f"{gbps:.4g} GB/s is {ratio:.3g} x the true bandwidth, and your result barely "
+                "changes when each copy takes eight times as long: the clock stops before the "
+                "copy has finished. Call synchronize() before you read the clock, not after.")
         assert not 1.8 < ratio < 2.2, (
             f"{float(gbps):.4g} GB/s is twice the true bandwidth: nbytes already counts every "
             "byte the copy moves; divide it by the time once.")
