@@ -219,6 +219,18 @@ def test_block_size_figure_draws_no_reference_of_another_gpu_against_this_ones_c
     assert any("not drawn against the NVIDIA T4" in t.get_text() for t in fig.axes[1].texts)
 
 
+def test_block_size_figure_names_the_reference_runs_size_and_the_modelled_gpu():
+    # The models use this sweep's n; the reference points were measured at the run's own n.
+    sweep = {**ch4.block_size_sweep(block_sizes=(128, 256), n=1 << 20, gpu="H200"),
+             "reference": [{"label": "reference: NVIDIA H200, 2026-11-29", "gpu": "NVIDIA H200",
+                            "n": 1 << 28, "block_sizes": [128, 256], "gbps": [3000.0, 3300.0]}]}
+    fig = plot4.block_size_figure(ch4.block_size_point(256, sweep))
+    assert f"{1 << 28:,} elements" in fig.axes[1].get_title()
+    fig = plot4.block_size_figure(ch4.block_size_point(256, sweep, gpu="T4"))
+    assert f"{1 << 20:,} elements" in fig.axes[1].get_title()  # nothing of the run drawn
+    assert "NVIDIA T4" in fig.axes[2].get_title()  # the waves are the T4's, not this CPU's
+
+
 def test_streams_figure_marks_the_isolated_bound_when_the_link_is_slower_both_ways():
     res = ch4.streams(n_streams=4, chunks=16)
     measured = {**res, "kind": "measured", "copy_s": 1.2 * res["copy_s"],

@@ -51,7 +51,7 @@ def block_size_figure(result: dict) -> Figure:
 
     # 2. bandwidth: measured on a GPU, else reference data, against the datasheet ceiling
     measured = result.get("measured")
-    series, reference, elsewhere = {}, {}, []
+    series, reference, elsewhere, ref_n = {}, {}, [], {}
     if measured:
         series["measured (CUDA events)"] = measured["gbps"]
     for r in result.get("reference", []):
@@ -62,13 +62,16 @@ def block_size_figure(result: dict) -> Figure:
         pos = [sizes.index(b) for b in r["block_sizes"] if b in sizes]
         vals = [g for b, g in zip(r["block_sizes"], r["gbps"]) if b in sizes]
         reference[r["label"]] = (pos, vals)
+        ref_n[r["label"]] = r.get("n")
     ceilings = {result["ceiling_label"]: result["ceiling_gbps"]}
     if measured and measured.get("copy_gbps"):
         ceilings["device-to-device copy (measured)"] = measured["copy_gbps"]
     # A reference panel is subtitled with the reference run, not with this machine.
     where = device if measured or not reference else next(iter(reference))
+    # ... and with the size that run measured, which need not be this sweep's.
+    n_shown = result["n"] if measured or not reference else (ref_n[where] or result["n"])
     sweep(xs, series, xlabel="threads per block", ylabel="effective bandwidth (GB/s)",
-          title_text=f"saxpy, {result['n']:,} elements",
+          title_text=f"saxpy, {n_shown:,} elements",
           ceilings=ceilings,
           reference=reference, device=where, ax=a2)
     shown = (list(ceilings.values()) + list(series.get("measured (CUDA events)", []))
@@ -107,7 +110,7 @@ def block_size_figure(result: dict) -> Figure:
         a3.set_ylabel("block slots used over the run (%)")
         a3.set_ylim(0, 110)
         legend_below(a3, fontsize=8)
-        title(a3, "Waves and the tail effect (model)", device)
+        title(a3, f"Waves and the tail effect (model)\nof the {result['gpu']}", device)
     else:
         a3.set_axis_off()
     return fig
