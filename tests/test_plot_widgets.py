@@ -23,6 +23,17 @@ def test_ladder_annotates_percent_of_ceiling(tmp_path):
     assert (tmp_path / "l.png").stat().st_size > 1000
 
 
+def test_ladder_legend_with_a_long_ceiling_label_stays_inside_the_figure():
+    # chapter 4's reference ladder: two entries, but a ceiling label of some 80 characters
+    fig = plot.ladder([], metric="gbps", ceiling=4000.0, reference=[("reduce_v4", 2162.0, "ref")],
+                      ceiling_label="library device-to-device copy (chapter 1's check) on "
+                                    "NVIDIA H200 (reference)", ceiling_name="copy")
+    fig.canvas.draw()
+    box, legend = fig.bbox, fig.legends[0].get_window_extent()
+    assert box.x0 <= legend.x0 and legend.x1 <= box.x1
+    assert any("2,162" in t.get_text() for t in fig.axes[0].texts)  # not 2.16e+03
+
+
 def test_ladder_needs_bytes_for_bandwidth():
     t = bench.Timing("x", [1.0], 1, "cpu", "cpu", "perf_counter")
     with pytest.raises(ValueError, match="no bytes"):

@@ -164,7 +164,7 @@ def ladder(timings: Sequence[Timing], metric: str = "gbps", ceiling: float | Non
     # Each note starts after its bar's error bar, so the two never overlap.
     ends = [v + e[1] for v, e in zip(values, errs)] + values[len(errs):]
     for y, v, end in zip(ys, values, ends):
-        note = f"{v:.3g}"
+        note = f"{v:.3g}" if v < 1000 else f"{v:,.0f}"  # 2,162 rather than 2.16e+03
         if ceiling:
             note += f"  ({100 * v / ceiling:.0f}% of {ceiling_name})"
         # A white box keeps the ceiling line from running through a note.
@@ -178,7 +178,11 @@ def ladder(timings: Sequence[Timing], metric: str = "gbps", ceiling: float | Non
     else:
         ax.set_xlim(0, top * 1.35)
     if ceiling or reference:
-        fig.legend(loc="outside lower center", ncols=3)
+        # Side by side only while the entries fit the figure's width: a legend wider than the
+        # figure is cut off at both edges (a long ceiling label does it with two entries).
+        labels_shown = ax.get_legend_handles_labels()[1]
+        wide = sum(len(lab) + 6 for lab in labels_shown) > 95
+        fig.legend(loc="outside lower center", ncols=1 if wide else 3)
     title(ax, title_text, device)
     return fig
 
