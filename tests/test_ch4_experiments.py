@@ -318,3 +318,11 @@ def test_reduce_v5_sums_right_with_blocks_that_are_not_whole_warps():
         out = np.zeros(1, np.float32)
         k((3,), (block,), (x, out, np.int32(n)))
         assert abs(float(out[0]) - float(np.sum(x, dtype=np.float64))) <= 1e-5 * np.abs(x).sum()
+
+
+def test_cpu_reduction_figure_names_the_rate_its_notes_compare_with():
+    res = ch4.reduction(n=1 << 16, min_time_s=0.01)
+    fig = plot4.reduction_figure(res)
+    name = "dot" if res["copy"]["label"].startswith("dot") else "copy"
+    notes = [t.get_text() for t in fig.axes[0].texts if "%" in t.get_text()]
+    assert notes and all(f"% of {name})" in t for t in notes)
