@@ -326,3 +326,9 @@ def test_cpu_reduction_figure_names_the_rate_its_notes_compare_with():
     name = "dot" if res["copy"]["label"].startswith("dot") else "copy"
     notes = [t.get_text() for t in fig.axes[0].texts if "%" in t.get_text()]
     assert notes and all(f"% of {name})" in t for t in notes)
+
+
+def test_streams_figure_says_one_stream_not_one_streams():
+    fig = plot4.streams_figure(ch4.streams(n_streams=1))
+    titles = [ax.get_title(loc="left") for ax in fig.axes]
+    assert any("over 1 stream:" in t for t in titles), titles

@@ -188,7 +188,8 @@ def streams_figure(result: dict) -> Figure:
     fig, axes = new_figure(3, 1, figsize=(9, 6.2), sharex=True)
     cases = [("serial", "1 copy in, 1 kernel, 1 copy out"),
              ("synced", f"{result['chunks']} chunks, host waits after each"),
-             ("multi", f"{result['chunks']} chunks over {result['n_streams']} streams")]
+             ("multi", f"{result['chunks']} chunks over {result['n_streams']} stream"
+                       + "s" * (result["n_streams"] != 1))]
     for ax, (key, what) in zip(axes, cases):
         case = result[key]
         events = [(eng, op, 1e3 * s, 1e3 * e) for eng, op, s, e, *_ in case["ops"]]
