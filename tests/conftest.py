@@ -6,6 +6,11 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
+# Test the package beside these tests, also where the environment's editable install points at
+# another checkout (a second git worktree sharing one .venv); child processes see it too.
+sys.path.insert(0, str(ROOT / "src"))
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(ROOT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])
 
 # Figures render off-screen in tests.
 os.environ.setdefault("MPLBACKEND", "Agg")
