@@ -19,6 +19,7 @@ from ..check.ch4 import divergence_grid  # the launch the lab's checker uses too
 from ..display import Table
 from ..errors import LaunchError, positive_number, whole_number
 from ..models import ceil_div
+from .cpu import dot_on_every_core
 
 # The GPU the models describe when no GPU is present (any name from specs.names()).
 DEFAULT_GPU = specs.DEFAULT_GPU
@@ -834,7 +835,8 @@ def reduction_references() -> list[dict]:
 
 def reduction(n: int | None = None, min_time_s: float = 0.1) -> dict:
     """Check every version; on a GPU time them, the library sums and a device copy (the ceiling);
-    on the CPU time the library sums against the faster of a copy and a read-only dot product."""
+    on the CPU time the library sums against the faster of a copy and a read-only dot product
+    on every core."""
     check_reduce()
     versions = reduce_versions()
     out = {"device": device.describe().short_name, "backend": device.backend(),
@@ -891,7 +893,8 @@ def reduction(n: int | None = None, min_time_s: float = 0.1) -> dict:
                    bench.benchmark(torch.sum, tx, label="torch.sum", bytes=4 * n, size=n,
                                    min_time_s=min_time_s, backend="cpu")]
         out["cpu_measured"] = [t.to_dict() for t in timings]
-        out["copy"] = max(copy_ceiling(x), _read_ceiling(x), key=lambda t: t.gbps).to_dict()
+        out["copy"] = max(copy_ceiling(x), dot_on_every_core(x, min_time_s=min_time_s),
+                          key=lambda t: t.gbps).to_dict()
         out["n"] = n
     return out
 
@@ -907,16 +910,6 @@ def copy_ceiling(x, min_time_s: float = 0.1) -> bench.Timing:
     t = bench.benchmark(fn, label="copy (read + write)", bytes=2 * x.nbytes, size=x.size,
                         min_time_s=min_time_s, backend="cpu" if xp is np else None)
     return t
-
-
-def _read_ceiling(x: np.ndarray, min_time_s: float = 0.1) -> bench.Timing:
-    """A read-only pass over ``x`` on the CPU: ``np.dot(x, x)``, which reads it once, as a sum
-    does, on every core (a copy also writes, and NumPy copies on one core)."""
-    want = float(np.dot(x[:4099].astype(np.float64), x[:4099]))
-    check.assert_close(np.float64(np.dot(x[:4099], x[:4099])), np.float64(want), rtol=1e-4,
-                       name="dot(x, x)")
-    return bench.benchmark(np.dot, x, x, label="dot(x, x) (read)", bytes=x.nbytes, size=x.size,
-                           min_time_s=min_time_s, backend="cpu")
 
 
 def reduce_counts(n: int, gpu=None) -> Table:
