@@ -100,6 +100,26 @@ def test_tiled_matmul_wrong_answers_fail(source, match):
         c5.check_tiled_matmul(source)
 
 
+# Right whenever M = N = K (so also at the square whole-tile shape the checker tries first):
+# the hint must name the swapped dimension, not the bounds checks.
+TILED_SWAPPED_DIMENSIONS = [
+    TILED.replace("int row = blockIdx.y * TILE + ty;", "int row = blockIdx.x * TILE + ty;")
+         .replace("int col = blockIdx.x * TILE + tx;", "int col = blockIdx.y * TILE + tx;"),
+    TILED.replace("C[row * N + col]", "C[row * K + col]"),
+    TILED.replace("B[(k0 + ty) * N + col]", "B[(k0 + ty) * K + col]"),
+    TILED.replace("(row < M && k0 + tx < K)", "(row < M && k0 + tx < M)"),
+]
+
+
+@pytest.mark.parametrize("source", TILED_SWAPPED_DIMENSIONS,
+                         ids=["row from blockIdx.x", "C row stride K", "B row stride K",
+                              "A bound k < M"])
+def test_tiled_matmul_swapped_dimensions_get_their_own_hint(source):
+    with pytest.raises(AssertionError, match="M = N = K") as info:
+        c5.check_tiled_matmul(source)
+    assert "whole multiples of TILE and wrong here" not in str(info.value)
+
+
 def test_tiled_matmul_must_use_shared_memory():
     naive = r"""
     extern "C" __global__ void matmul_tiled(const float* A, const float* B, float* C, int M, int N, int K) {

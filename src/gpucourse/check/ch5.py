@@ -49,23 +49,32 @@ def tiled_launch(M: int, N: int, tile: int):
     return (ceil_div(N, tile), ceil_div(M, tile)), (tile, tile)
 
 
-def _right_at_whole_tiles(kern, tile: int, seed: int) -> bool:
-    """True when the kernel is right at a shape made of whole tiles (2·TILE in every dimension)."""
-    n = 2 * tile
-    pad = tile * (n + tile) + 64
-    A = _nan_tailed(random_array((n, n), seed=seed), pad)
-    B = _nan_tailed(random_array((n, n), seed=seed + 1), pad)
-    C = _padded((n, n), pad)[1]
-    grid, block = tiled_launch(n, n, tile)
-    run_learner_kernel(kern, grid, block, (A, B, C, np.int32(n), np.int32(n), np.int32(n)),
-                       f"M=N=K={n}")
+def _right_at_whole_tiles(kern, tile: int, seed: int, shape=None) -> bool:
+    """True when the kernel is right at a shape made of whole tiles (M, N, K; 2·TILE in every
+    dimension by default)."""
+    M, N, K = shape or (2 * tile,) * 3
+    pad = tile * (max(M, N, K) + tile) + 64
+    A = _nan_tailed(random_array((M, K), seed=seed), pad)
+    B = _nan_tailed(random_array((K, N), seed=seed + 1), pad)
+    C = _padded((M, N), pad)[1]
+    grid, block = tiled_launch(M, N, tile)
+    try:
+        run_learner_kernel(kern, grid, block, (A, B, C, np.int32(M), np.int32(N), np.int32(K)),
+                           f"M={M}, N={N}, K={K}")
+    except AssertionError:
+        return False
     ref = A.astype(np.float64) @ B.astype(np.float64)
-    return bool(np.allclose(C, ref, rtol=1e-4, atol=2e-6 * n * float(np.abs(A).max() * np.abs(B).max())))
+    return bool(np.allclose(C, ref, rtol=1e-4, atol=2e-6 * K * float(np.abs(A).max() * np.abs(B).max())))
 
 
 BOUNDS_HINT = ("the kernel is right when M, N and K are whole multiples of TILE and wrong here: "
                "load 0.0 for tile elements outside A or B (check row < M and k < K for A, "
                "k < K and col < N for B) and store only when row < M and col < N.")
+SHAPE_HINT = ("the kernel is right when M = N = K and wrong when they differ, even at whole "
+              "multiples of TILE: check the dimension each index and each bound uses (A is M×K: "
+              "A[row * K + k] when row < M and k < K; B is K×N: B[k * N + col] when k < K and "
+              "col < N; C is M×N: C[row * N + col]) and that row comes from blockIdx.y and col "
+              "from blockIdx.x, as the launch grid (ceil(N / TILE), ceil(M / TILE)) expects.")
 NAN_HINT = ("some elements of C are NaN: they were never written (launch enough blocks and let "
             "every thread with row < M and col < N store its result), or they were computed from "
             "shared memory read before it was written (a missing __syncthreads() after loading "
@@ -107,7 +116,10 @@ def check_tiled_matmul(source: str, tile: int = 16, number: str = "5.1",
             if not ok.all():
                 ragged = any(v % tile for v in (M, N, K))
                 if ragged and _right_at_whole_tiles(kern, tile, seed + 99):
-                    hint = BOUNDS_HINT
+                    # Square whole tiles hide a swapped dimension; a non-square shape shows it.
+                    oblong = (tile, 3 * tile, 2 * tile)
+                    hint = (BOUNDS_HINT if _right_at_whole_tiles(kern, tile, seed + 98, oblong)
+                            else SHAPE_HINT)
                 else:  # wrong at whole tiles too: a race is the usual cause
                     C3 = _padded((M, N), pad)[1]
                     run_learner_kernel(kern, grid, block,
