@@ -272,6 +272,14 @@ def _b_per_row(a, b):
     return (qa.to(torch.int32) @ (qb * sb).round().to(torch.int32)).float() * sa
 
 
+def _no_zero_guard_gemm(a, b):
+    """Exact FP64 sums (accepted), but a scale of 0 for an all-zero row: 0/0 = NaN."""
+    sa = a.abs().amax(dim=1, keepdim=True) / 127
+    sb = b.abs().amax(dim=0, keepdim=True) / 127
+    qa, qb = torch.round(a / sa).clamp(-127, 127), torch.round(b / sb).clamp(-127, 127)
+    return (qa.double() @ qb.double()).float() * sa * sb
+
+
 def _fp32_accumulate(a, b):
     qa, sa = _q(a, 1)
     qb, sb = _q(b, 0)
@@ -295,6 +303,7 @@ def test_int8_matmul_accepts_exact_fp64_sums_and_an_fp64_result(capsys):
     (_fp16_accumulate, "INT32"), (_int16_accumulate, "INT8 reference"),
     (_fp32_accumulate, "exact integer product"),
     (_per_tensor_gemm, "per ROW"), (_one_scale, "both scales"), (_b_per_row, "COLUMN"),
+    (_no_zero_guard_gemm, "all-zero row"),
 ])
 def test_int8_matmul_rejects_wrong_answers(wrong, match):
     with expect_failure(match):

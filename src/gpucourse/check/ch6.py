@@ -348,7 +348,29 @@ def check_int8_matmul(fn, number: str = "6.5", title: str = "an INT8 matrix mult
                 "COLUMN (symmetric, max|x|/127, round), multiply the integers, accumulate in "
                 "INT32, then multiply by both scales.")
             assert err_x < 0.02, f"shape {(m, k, n)}: error vs FP32 {err_x:.2g} is over 2 %."
+        _check_zero_rows(fn)
         _check_exact_int32_sums(fn)
+
+
+def _check_zero_rows(fn) -> None:
+    """An all-zero row of a (a padding token, a row after ReLU) and an all-zero column of b:
+    their max|x| is 0, so an unguarded scale of 0 turns the row and column into 0/0 = NaN."""
+    torch = _torch()
+    g = torch.Generator().manual_seed(98)
+    a, b = torch.randn(20, 33, generator=g), torch.randn(33, 12, generator=g)
+    a[3], b[:, 5] = 0.0, 0.0
+    got = to_host(fn(a.clone(), b.clone())).astype(np.float64)
+    want = _ref_int8_matmul(a.numpy(), b.numpy())
+    if not np.isfinite(got).all():
+        raise AssertionError(
+            "with an all-zero row of a and an all-zero column of b the result has NaN or inf: "
+            "their max|x| is 0, so a scale of 0 gives 0/0 = NaN. Give such a row or column "
+            "scale 1 (as in 6.1); its products are then exactly 0.")
+    err = np.abs(got - want).max() / np.abs(want).max()
+    assert err < 1e-4, (
+        f"with an all-zero row of a and an all-zero column of b the result differs from the INT8 "
+        f"reference by {err:.2g} (relative to its largest entry): that row and column must come "
+        "out 0, the rest as usual.")
 
 
 def _check_exact_int32_sums(fn) -> None:
