@@ -166,7 +166,13 @@ def test_fusion_counts_bytes_and_checks_versions():
     assert labels == ["eager: 5 ops, 5 new tensors", "5 ops into one buffer"]
     assert res["compile_s"] is None and res["speedup"] == {}
     str(ch5.fusion_table(res))
-    assert isinstance(p5.fusion_figure(res), Figure)
+    fig = p5.fusion_figure(res)
+    assert isinstance(fig, Figure)
+    # each time's note starts past its error bar, inside the axes
+    notes = [t for t in fig.axes[0].texts if t.get_text().endswith(" ms")]
+    assert len(notes) == len(res["timings"])
+    for note, t in zip(notes, res["timings"]):
+        assert t.p80_s * 1e3 - 1e-12 <= note.xy[0] < fig.axes[0].get_xlim()[1]
 
 
 def test_chain_versions_match_the_reference():

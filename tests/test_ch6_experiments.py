@@ -227,3 +227,30 @@ def test_a_low_precision_square_matmul_is_checked_against_float64_before_timing(
     a = torch.randn(67, 67).to(torch.bfloat16)
     with pytest.raises(AssertionError, match="relative error"):  # a product of the wrong operand
         ch6.check_square_matmul(a, "transposed", product=lambda x, y: x @ y.t())
+
+
+def _overlaps(fig, ax, artist) -> bool:
+    """True when ``artist`` (a legend) covers any bar of ``ax``, in display coordinates."""
+    fig.canvas.draw()
+    box = artist.get_window_extent()
+    return any(box.overlaps(bar.get_window_extent()) for bar in ax.patches)
+
+
+def test_int8_accuracy_legend_leaves_the_bars_visible(results):
+    from gpucourse.plot import ch6 as p6
+
+    fig = p6.int8_figure(results["int8"])
+    ax = fig.axes[2]
+    assert not _overlaps(fig, ax, ax.get_legend())
+
+
+def test_precision_widget_notes_sit_above_their_error_bars():
+    from gpucourse.plot import ch6 as p6
+
+    r = ch6.run_precision("int8", batch=32, min_time_s=0.01, dev="cpu")
+    ax = p6.precision_figure(r).axes[0]
+    tops = {n: (r[n]["p80_s"]) * 1e3 for n in ("fp32", "int8")}
+    notes = [t for t in ax.texts if t.get_text().endswith(" ms")]
+    assert len(notes) == 2
+    for note, n in zip(notes, ("fp32", "int8")):
+        assert note.xy[1] >= tops[n] - 1e-12

@@ -331,7 +331,7 @@ def int8_figure(result: dict) -> Figure:
     a3.set_yticks(ys, labels, fontsize=7.5)
     a3.invert_yaxis()
     a3.set_xlabel("held-out accuracy (%)")
-    a3.legend(fontsize=7, loc="lower left")
+    a3.legend(fontsize=7, loc="lower right")  # the bars end near the fp32 line; right is empty
     title(a3, "Accuracy (2048 held-out points)", result["device"])
     return fig
 
@@ -350,9 +350,10 @@ def precision_figure(result: dict) -> Figure:
     err = [[(result[n]["median_s"] - result[n]["p20_s"]) * 1e3 for n in names],
            [(result[n]["p80_s"] - result[n]["median_s"]) * 1e3 for n in names]]
     a1.bar(xs, t, color=colours, yerr=err, capsize=3)
-    for x, v in zip(xs, t):
-        a1.annotate(f"{v:.3g} ms", (x, v), xytext=(0, 2), textcoords="offset points", ha="center",
-                    fontsize=8)
+    for x, v, hi in zip(xs, t, err[1]):  # above the error bar, which would cross the note
+        a1.annotate(f"{v:.3g} ms", (x, v + hi), xytext=(0, 2), textcoords="offset points",
+                    ha="center", fontsize=8)
+    a1.set_ylim(0, max(v + hi for v, hi in zip(t, err[1])) * 1.2)
     a1.axhline(t[0], color=CEILING, ls="--", lw=1, label="fp32")
     a1.set_xticks(xs, names)
     a1.set_ylabel("median time per batch (ms)")
