@@ -102,7 +102,14 @@ def test_check_int8_rejects_a_broken_model():
 def test_amp_training_checks_and_counts_memory():
     r = ch6.amp_training(("fp32", "bf16"), tokens=32, d=64, min_time_s=0.01)
     rows = {row["precision"]: row for row in r["rows"]}
-    assert rows["bf16"]["activations_MB"] < rows["fp32"]["activations_MB"]
+    # FP32: the saved activations alone, near the model's count (a linear layer's saved weight is
+    # the weight itself, not counted again: counting it made them 2.6x the model here)
+    model_bytes = 4 * ch6._activation_count(32, 64, 2)
+    assert abs(rows["fp32"]["activations_MB"] * 1e6 / model_bytes - 1) < 0.2
+    # BF16: 16-bit activations plus autocast's 16-bit copy of each weight
+    copies = 2 * r["params"]
+    assert rows["bf16"]["activations_MB"] * 1e6 - copies < rows["fp32"]["activations_MB"] * 1e6
+    assert rows["bf16"]["activations_MB"] * 1e6 > copies
     assert rows["bf16"]["loss_rel_diff"] < 3e-2
     assert set(r["speedup_vs_fp32"]) == {"fp32", "bf16"}
     assert r["ceiling_gflops"]["fp32"] > 0 and r["cpu_support"]["sentence"]
@@ -254,3 +261,14 @@ def test_precision_widget_notes_sit_above_their_error_bars():
     assert len(notes) == 2
     for note, n in zip(notes, ("fp32", "int8")):
         assert note.xy[1] >= tops[n] - 1e-12
+
+
+def test_amp_explanation_says_why_16_bits_can_take_more_memory_at_a_small_step():
+    rows = [{"precision": "fp32", "memory_MB": 4.9}, {"precision": "bf16", "memory_MB": 5.2},
+            {"precision": "tf32", "skipped": "no tensor cores"}]
+    s = ch6._memory_sentence({"rows": rows, "tokens": 64})
+    assert "fp32 4.90 MB, bf16 5.20 MB" in s and "16-bit copy" in s and "64 tokens" in s
+    rows[1]["memory_MB"] = 3.0
+    s = ch6._memory_sentence({"rows": rows, "tokens": 8192})
+    assert "bf16 3.00 MB" in s and "copy" not in s
+    assert ch6._memory_sentence({"rows": rows[:1], "tokens": 64}) == ""

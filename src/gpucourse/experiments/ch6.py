@@ -892,13 +892,20 @@ def amp_sizes(dev: str, quick: bool = True) -> dict:
     return {"tokens": 64, "d": 128, "blocks": 2}
 
 
-def _saved_bytes(fn) -> tuple[int, torch.Tensor]:
-    """(bytes of the distinct tensors autograd keeps for backward while ``fn()`` runs, its result)."""
+def _saved_bytes(fn, params=()) -> tuple[int, torch.Tensor]:
+    """(bytes of the distinct tensors autograd keeps for backward while ``fn()`` runs, its result).
+
+    Tensors that share storage with ``params`` are not counted: a linear layer saves its own
+    weight for the backward pass, which takes no memory beyond the weight (a cast copy, as
+    autocast makes, is counted)."""
     seen: dict[int, int] = {}
+    skip = {q.untyped_storage().data_ptr() for q in params}
 
     def pack(t):
         try:
             key = t.untyped_storage().data_ptr()
+            if key in skip:
+                return t
             seen[key] = max(seen.get(key, 0), t.untyped_storage().nbytes())
         except Exception:
             pass
@@ -970,7 +977,7 @@ def amp_training(precisions=("fp32", "bf16", "fp16"), tokens: int | None = None,
                     memory, how = peak, "peak allocated (torch.cuda.max_memory_allocated)"
                     activations = peak - base
                 else:
-                    saved, loss = _saved_bytes(loss_fn)
+                    saved, loss = _saved_bytes(loss_fn, list(model.parameters()))
                     loss.backward()
                     opt.zero_grad(set_to_none=True)
                     state = sum(t.numel() * t.element_size() for s in opt.state.values()
@@ -1267,7 +1274,21 @@ def amp_explanation(result: dict) -> str:
         verdict.append(f"{' and '.join(faster)} ran faster here")
     if slower:
         verdict.append(f"{' and '.join(slower)} ran slower here")
-    return head + " " + tail + (" So " + "; ".join(verdict) + "." if verdict else "")
+    return (head + " " + tail + (" So " + "; ".join(verdict) + "." if verdict else "")
+            + _memory_sentence(result))
+
+
+def _memory_sentence(result: dict) -> str:
+    """The counted memory per precision, and why 16 bits can need more of it at a small step."""
+    mem = {r["precision"]: r["memory_MB"] for r in result["rows"] if "memory_MB" in r}
+    if "fp32" not in mem or len(mem) < 2:
+        return ""
+    s = " Memory of a step: " + ", ".join(f"{p} {v:.2f} MB" for p, v in mem.items()) + "."
+    if any(v > mem["fp32"] for p, v in mem.items() if p != "fp32"):
+        s += (f" Autocast keeps the FP32 weights and adds a 16-bit copy of each for the step; at "
+              f"{result['tokens']} tokens the activations it halves weigh less than those copies. "
+              "With many tokens per step the activations dominate, and the total falls.")
+    return s
 
 
 def int8_explanation(result: dict) -> str:
