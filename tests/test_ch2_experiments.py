@@ -237,3 +237,13 @@ def test_a_footprint_batch_given_as_text_is_one_sentence():
 
     with pytest.raises(InputError, match="batch='8'"):
         ch2.footprint_pair("fp32", True, "8")
+
+
+def test_bank_map_legends_sit_below_the_panels():
+    """At tile 16 with padding the column read reaches banks 27-31 at lanes 11-15: a legend in
+    the upper left corner hid them."""
+    fig = fig2.bank_map(ch2.transpose_config(16, True))
+    fig.canvas.draw()
+    for ax in fig.axes:
+        legend = ax.get_legend().get_window_extent()
+        assert legend.y1 <= ax.get_window_extent().y0, ax.get_title()

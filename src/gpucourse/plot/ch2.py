@@ -306,7 +306,7 @@ def bank_map(config: dict) -> Figure:
     ax.set_ylabel("shared-memory bank (0–31)")
     ax.set_ylim(-1, 33)
     ax.axhline(31.5, color=CEILING, ls=":", lw=1, label="32 banks (ceiling)")
-    ax.legend(loc="upper left", fontsize=7)
+    legend_below(ax, fontsize=7)  # inside, it hid the lanes that hit the top banks (tile 16)
     measured = ""
     if config.get("gbps"):
         measured = (f" · measured: {config['gbps']:.0f} GB/s, copy ceiling "
@@ -319,7 +319,7 @@ def bank_map(config: dict) -> Figure:
     ax2.set_xlabel("bank")
     ax2.set_ylabel("distinct words requested")
     ax2.set_ylim(0, max(counts) * 1.35 + 0.3)
-    ax2.legend(loc="upper right", fontsize=7)
+    legend_below(ax2, fontsize=7)
     title(ax2, f"Column read: {m['read_ways']}-way (model)", config["version"])
     return fig
 
