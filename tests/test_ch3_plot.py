@@ -1,4 +1,5 @@
 """Chapter 3 figures from synthetic results: units, ceilings, device names, models marked."""
+import dataclasses
 import json
 
 import pytest
@@ -101,3 +102,10 @@ def test_figures_from_json_results(results):
     figs = p3.figures(data)
     assert {"concept", "scaling", "allreduce", "bucketing", "pipeline", "memory",
             "ddp_timeline_1MiB"} <= set(figs)
+
+
+def test_ddp_timeline_names_a_small_bucket_in_kib(results):
+    """The widget's bucket slider is in KiB: 64 KiB, not 0.0625 MiB."""
+    tl = dataclasses.replace(results["tl"], bucket_cap_mb=64 / 1024)
+    assert "buckets of 64 KiB:" in p3.ddp_timeline(tl).axes[0].get_title()
+    assert "buckets of 1 MiB:" in p3.ddp_timeline(results["tl"]).axes[0].get_title()

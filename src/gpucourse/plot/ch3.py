@@ -8,7 +8,7 @@ from typing import Sequence
 import numpy as np
 
 from .. import models, reference
-from ..bench import Timings
+from ..bench import Timings, format_bytes
 from . import CEILING, NAIVE, OPTIMIZED, PALETTE, ladder, new_figure, sweep, title
 
 OP_COLOURS = {"forward": PALETTE[0], "backward": PALETTE[3], "all-reduce": PALETTE[2],
@@ -166,7 +166,7 @@ def ddp_timeline(tl, ax=None):
     ax.set_xlim(0, max(end, tl.timing.median_s * 1e3) * 1.05)
     ax.set_xlabel("time since the step started (ms)")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=7)
-    title(ax, f"DDP step, buckets of {tl.bucket_cap_mb:g} MiB: {tl.buckets} bucket(s), "
+    title(ax, f"DDP step, buckets of {format_bytes(tl.bucket_cap_mb * 2**20)}: {tl.buckets} bucket(s), "
               f"{tl.overlap_fraction:.0%} of all-reduce overlapped with backward", tl.device)
     return fig
 
