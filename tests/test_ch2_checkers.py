@@ -113,6 +113,7 @@ def test_transpose_checker_accepts_the_solution_and_other_conflict_free_layouts(
     (SOLUTION.replace("__syncthreads();", "__syncthreads()"), "line"),
     (FLAT_UNPADDED, "32-way shared-memory bank conflict"),
     (STRIDED_STORE, "global store of 32 sectors per warp request"),
+    (SOLUTION.replace("TILE + 1", "TILE + 2"), "34 words apart"),  # even padding: 2-way
 ])
 def test_transpose_checker_rejects_wrong_kernels(source, match):
     with expect_failure(match):
@@ -222,6 +223,19 @@ def host_compute(model, opt, X, Y, batch, device):
         train_step(model, opt, xb, Y[i:i + batch].to(device, non_blocking=True))
 
 
+def discards_the_pinned_copy(model, opt, X, Y, batch, device):  # pin_memory() is not in place
+    X.pin_memory(), Y.pin_memory()
+    for i in range(0, len(X), batch):
+        train_step(model, opt, X[i:i + batch].to(device, non_blocking=True),
+                   Y[i:i + batch].to(device, non_blocking=True))
+
+
+def data_loader(model, opt, X, Y, batch, device):  # collates on the host; pins only with a GPU
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, Y), batch_size=batch)
+    for xb, yb in loader:
+        train_step(model, opt, xb.to(device, non_blocking=True), yb.to(device, non_blocking=True))
+
+
 def test_pinned_loop_accepts_the_solution(capsys):
     lab.check_pinned_loop(fast, train_step)
     assert "Exercise 2.3 passed" in capsys.readouterr().out
@@ -232,6 +246,7 @@ def test_pinned_loop_accepts_the_solution(capsys):
     (pinned_but_blocking, "blocking"), (pin_every_batch, "outside the loop"),
     (shuffled_copy, "read pageable memory"), (skips_last_batch, "copies for 5 batches"),
     (host_compute, "computed with host tensors"),
+    (discards_the_pinned_copy, "keep its result"), (data_loader, "A DataLoader stacks"),
 ])
 def test_pinned_loop_rejects_wrong_loops(wrong, match):
     with expect_failure(match):
@@ -330,6 +345,11 @@ def mixed_no_master(model):
     return {"weights": 2 * n, "gradients": 2 * n, "master_copy": 0, "optimizer_state": 8 * n}
 
 
+def mixed_state_dict(model):  # counts buffers (BatchNorm's running statistics) as weights
+    n = sum(t.numel() for t in model.state_dict().values())
+    return {"weights": 2 * n, "gradients": 2 * n, "master_copy": 4 * n, "optimizer_state": 8 * n}
+
+
 def test_mixed_bytes_accepts_the_solution(capsys):
     lab.check_mixed_bytes(mixed_right)
     assert "Exercise 2.5 passed" in capsys.readouterr().out
@@ -340,7 +360,10 @@ def test_mixed_bytes_accepts_the_solution(capsys):
                                          (mixed_no_master, "master copy is fp32"),
                                          (lambda m: {**mixed_right(m), "weights": 2 * mixed_right(m)["weights"]},
                                           "That is 4 bytes a value"),
-                                         (lambda m: 0, "return a dict")])
+                                         (lambda m: 0, "return a dict"),
+                                         (mixed_state_dict, "not state_dict"),
+                                         (lambda m: {k: 8 * v for k, v in mixed_right(m).items()},
+                                          "counts bits")])
 def test_mixed_bytes_rejects_wrong_counts(wrong, match):
     with expect_failure(match):
         lab.check_mixed_bytes(wrong)

@@ -122,6 +122,7 @@ class _LoopRecorder:
         self.pin_calls: list[int] = []          # elements pinned per call
         self.copies: list[tuple[bool, bool]] = []  # (source pinned, non_blocking) per move
         self.host_compute: list[str] = []
+        self.pinned_used = False                # was a pinned tensor touched after pinning
 
 
 _RECORDER = threading.local()
@@ -161,6 +162,9 @@ def _make_host_tensor_class():
                 return out
             if name == "is_pinned":
                 return args[0].untyped_storage().data_ptr() in rec.pinned_storages
+            if not rec.pinned_used and args and isinstance(args[0], cls):
+                with torch._C.DisableTorchFunctionSubclass():
+                    rec.pinned_used = args[0].untyped_storage().data_ptr() in rec.pinned_storages
             if name in ("to", "cuda"):
                 src = args[0]
                 moves = name == "cuda" or any(_is_device(a) for a in args[1:]) or \
@@ -295,15 +299,23 @@ def check_pinned_loop(train_fast: Callable, train_step: Callable, number: str = 
         n_batches = len(X) // batch
         assert rec.copies, ("the loop never moved a batch to the device: call "
                             "`.to(device, non_blocking=True)` on each batch.")
-        assert not rec.host_compute, (
-            f"the loop computed with host tensors ({', '.join(sorted(set(rec.host_compute)))}) "
-            "instead of moving each batch to the device first.")
+        ops = sorted(set(rec.host_compute))
+        assert not ops, (
+            f"the loop computed with host tensors ({', '.join(ops)}) instead of moving each "
+            "batch to the device first."
+            + (" (A DataLoader stacks each batch on the host, and on a machine without a GPU "
+               "its pin_memory=True pins nothing: for this exercise pin X and Y once and copy "
+               "slices of them.)" if "stack" in ops else ""))
         assert rec.pin_calls, ("nothing was pinned: call `.pin_memory()` on X and Y once, before "
                                "the loop (page-locked memory is what the DMA engine can read).")
         assert len(rec.pin_calls) <= 2, (
             f"pin_memory() ran {len(rec.pin_calls)} times: pinning is itself a copy into "
             "page-locked memory (and locking pages is slow); pin X and Y once, outside the loop.")
         unpinned = sum(not p for p, _ in rec.copies)
+        assert rec.pinned_used or unpinned < len(rec.copies), (
+            "pin_memory() ran, but no copy read the pinned tensors: pin_memory() returns a "
+            "pinned copy and leaves the original as it was, so keep its result "
+            "(X = X.pin_memory()) and slice that.")
         assert unpinned == 0, (
             f"{unpinned} of {len(rec.copies)} copies read pageable memory: copy slices of the "
             "PINNED tensors (slicing keeps them pinned; fancy indexing or .contiguous() does not).")
@@ -397,7 +409,10 @@ def _footprint_models():
     torch.manual_seed(0)
     return [torch.nn.Linear(7, 3),
             torch.nn.Sequential(torch.nn.Linear(33, 65), torch.nn.ReLU(), torch.nn.Linear(65, 17, bias=False)),
-            torch.nn.Sequential(torch.nn.Embedding(101, 24), torch.nn.LayerNorm(24), torch.nn.Linear(24, 5))]
+            torch.nn.Sequential(torch.nn.Embedding(101, 24), torch.nn.LayerNorm(24), torch.nn.Linear(24, 5)),
+            # BatchNorm's running statistics are buffers: in state_dict(), not in parameters()
+            torch.nn.Sequential(torch.nn.Linear(12, 16), torch.nn.BatchNorm1d(16), torch.nn.ReLU(),
+                                torch.nn.Linear(16, 3))]
 
 
 def check_mixed_bytes(mixed_precision_bytes: Callable, number: str = "2.5",
@@ -418,7 +433,13 @@ def check_mixed_bytes(mixed_precision_bytes: Callable, number: str = "2.5",
                     why = " That is 4 bytes a value: these tensors are in 2-byte bf16 or fp16."
                 elif not low and 2 * said == want[k]:
                     why = " That is 2 bytes a value: these tensors stay in 4-byte fp32."
-                elif k == "weights":
+                elif said == 8 * want[k]:
+                    why = " That counts bits: nbytes, and this answer, count bytes."
+                elif said > want[k] and any(True for _ in model.buffers()):
+                    why = (" Buffers such as BatchNorm's running statistics are not parameters: "
+                           "nothing trains them, so they have no gradient, master copy or "
+                           "optimizer state. Count model.parameters(), not state_dict().")
+                elif k == "weights" and said < want[k]:
                     why = " Biases and norm/embedding weights are parameters too."
                 else:
                     why = ""
@@ -659,11 +680,18 @@ def _assert_traced_conflict_free(trace: dict) -> None:
     if worst["ways"] > 1:
         lanes = ", ".join(f"lane {lane} -> bank {b}" for lane, b in
                           list(zip(worst["lanes"], worst["banks"]))[:4])
+        offsets = worst["byte_offsets"]
+        steps = {b - a for a, b in zip(offsets, offsets[1:])}
+        if len(steps) == 1 and steps != {4} and (words := abs(steps.pop()) // 4) % 32:
+            why = (f"consecutive lanes are {words} words apart, and a row length that is even "
+                   "shares a factor with the 32 banks, so lanes meet in the same bank. Pad each "
+                   "row to an odd number of words: tile[TILE][TILE + 1].")
+        else:
+            why = ("the lanes of a warp access a column, and with rows of 32 floats a whole "
+                   "column sits in one bank. Pad each row by one element: tile[TILE][TILE + 1].")
         raise AssertionError(
             f"shared access number {worst['access'] + 1} of each thread (array "
-            f"`{worst['array']}`) is a {worst['ways']}-way bank conflict ({lanes}, ...): "
-            "the lanes of a warp read a column, and with rows of 32 floats a whole column "
-            "sits in one bank. Pad each row by one element: tile[TILE][TILE + 1].")
+            f"`{worst['array']}`) is a {worst['ways']}-way bank conflict ({lanes}, ...): {why}")
 
 
 def _check_transpose_traffic(kernel, a, out):
