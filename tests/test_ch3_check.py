@@ -40,6 +40,8 @@ def test_allreduce_accepts_the_model_call():
     # right formula, but an empty message "costs nothing"
     (lambda n, p, bw, lat: 0.0 if n == 0 else models.ring_allreduce_time(n, p, bw, lat).time,
      "even an empty all-reduce"),
+    (lambda n, p, bw, lat: 2 * (p - 1) / p * n / bw + 2 * p * lat, "not 2p x latency"),
+    (lambda n, p, bw, lat: 2 * ((p - 1) // p) * n / bw + 2 * (p - 1) * lat, "integer division"),
 ])
 def test_allreduce_rejects_wrong_formulas(wrong, match):
     with expect_failure(match):
@@ -54,6 +56,8 @@ def test_allreduce_rejects_wrong_scenario_bytes():
         c3.check_allreduce_time(ring, fp32)
     with expect_failure("not yet right"):
         c3.check_allreduce_time(ring, scenario_answer() * 1.01)
+    with expect_failure("that is milliseconds"):
+        c3.check_allreduce_time(ring, scenario_answer() * 1e3)
 
 
 def test_unfinished_exercise_says_so():
@@ -178,6 +182,19 @@ def _always_pipeline(params, activations, device_bytes, devices):
     return ("pipeline", devices)
 
 
+def _fp32_footprint(params, activations, device_bytes, devices):  # training_memory's default
+    need = models.training_memory(int(params), int(activations)).total
+    if need <= device_bytes:
+        return ("data", 1)
+    k = math.ceil(need / device_bytes)
+    return ("pipeline", k) if k <= devices else ("does not fit", k)
+
+
+def _stages_below_devices(params, activations, device_bytes, devices):  # k < devices
+    name, k = choose(params, activations, device_bytes, devices)
+    return ("does not fit", k) if name == "pipeline" and k == devices else (name, k)
+
+
 @pytest.mark.parametrize("wrong, match", [
     (_weights_only, "16 bytes per parameter"),
     (_floor_stages, "round the number of stages up"),
@@ -185,6 +202,10 @@ def _always_pipeline(params, activations, device_bytes, devices):
     (lambda *a: "data", "pair"),
     (lambda p, a, m, n: choose(p, a, m, n) if choose(p, a, m, n)[0] != "does not fit"
      else ("pipeline", n), "does not fit"),
+    (_fp32_footprint, 'dtype="bf16"'),
+    (_stages_below_devices, "stages <= devices"),
+    (lambda p, a, m, n: ("data", n) if choose(p, a, m, n)[0] == "data" else choose(p, a, m, n),
+     "return ('data', 1)"),
 ])
 def test_strategy_rejects_wrong_answers(wrong, match):
     with expect_failure(match):

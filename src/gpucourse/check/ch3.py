@@ -65,6 +65,10 @@ def _diagnose_allreduce(got: float, n: float, p: int, bw: float, lat: float) -> 
          "messages)"),
         (want.bandwidth_time + (p - 1) * lat, "a ring all-reduce takes 2(p-1) steps, each paying "
          "the latency once: the latency term is 2(p-1) x latency"),
+        (want.bandwidth_time + 2 * p * lat, "a ring of p workers takes p-1 steps to reduce-scatter "
+         "and p-1 to all-gather: the latency term is 2(p-1) x latency, not 2p x latency"),
+        (2 * ((p - 1) // p) * n / bw + 2 * (p - 1) * lat, "(p - 1) // p is integer division "
+         "and gives 0: write (p - 1) / p"),
         (8 * n / bw * 2 * frac + 2 * (p - 1) * lat, "bytes, not bits: the bandwidth is in bytes/s"),
         (2 * frac * n * bw + 2 * (p - 1) * lat, "divide the bytes by the bandwidth, do not "
          "multiply"),
@@ -96,6 +100,8 @@ def check_allreduce_time(allreduce_seconds, answer=None, number: str = "3.1",
             want = models.ring_allreduce_time(nbytes, s["workers"], s["bandwidth"],
                                               s["latency"]).time
             got = _value(answer, "t_step")
+            assert not _close(got, want * 1e3, 1e-4), (
+                f"t_step = {got:.4g}: that is milliseconds; give the time in seconds.")
             for wrong_bytes, why in ((s["params"] * 4, "the gradients are bf16: 2 bytes each, "
                                       "not 4"), (s["params"], "each bf16 gradient takes 2 bytes")):
                 wrong = models.ring_allreduce_time(wrong_bytes, s["workers"], s["bandwidth"],
@@ -134,8 +140,9 @@ def check_average_gradients(result: dict, number: str = "3.2",
                 if err <= tol:
                     continue
                 if _max_rel(g, loc) <= 1e-6:
-                    why = ("it still holds this rank's own gradient: call dist.all_reduce on it "
-                           "(every parameter, every rank)")
+                    why = ("it still holds this rank's own gradient: call dist.all_reduce on "
+                           "p.grad itself (every parameter, every rank); it works in place, so "
+                           "reducing a copy, or p.data, leaves p.grad as it was")
                 elif _max_rel(g, p * np.asarray(want)) <= tol:
                     why = (f"it is {p} x the average: all_reduce sums, so divide by the world "
                            "size")
@@ -235,7 +242,10 @@ def choose_strategy_reference(params: float, activations: float, device_bytes: f
                               devices: int) -> tuple[str, int]:
     """("data", 1) when one device holds a replica; ("pipeline", k) with the fewest k stages
     that fit when the devices suffice; ("does not fit", k) otherwise."""
-    need = training_bytes(params, activations)
+    return _strategy_for(training_bytes(params, activations), device_bytes, devices)
+
+
+def _strategy_for(need: float, device_bytes: float, devices: int) -> tuple[str, int]:
     if need <= device_bytes:
         return ("data", 1)
     k = math.ceil(need / device_bytes)
@@ -259,7 +269,17 @@ def check_strategy(choose_strategy, number: str = "3.4",
             if (name, k) == want:
                 continue
             weights_only = params * 2 + acts * 2
-            if want[0] != "data" and name == "data" and weights_only <= mem:
+            fp32 = models.training_memory(int(params), int(acts)).total
+            if need != fp32 and (name, k) == _strategy_for(fp32, mem, n):
+                why = ("that is the fp32 footprint (training_memory's default dtype): pass "
+                       "dtype=\"bf16\", which keeps the activations in 2 bytes")
+            elif want == ("pipeline", n) and (name, k) == ("does not fit", n):
+                why = (f"{n} stages on {n} devices is a pipeline that fits: the condition is "
+                       "stages <= devices")
+            elif name == "data" == want[0]:
+                why = ("the second value counts pipeline stages: a data-parallel replica is one "
+                       "stage, so return ('data', 1) whatever the number of devices")
+            elif want[0] != "data" and name == "data" and weights_only <= mem:
                 why = ("the weights fit, but training also keeps gradients, fp32 master weights "
                        "and two Adam states: 16 bytes per parameter (models.training_memory)")
             elif name != want[0]:
