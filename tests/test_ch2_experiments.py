@@ -247,3 +247,14 @@ def test_bank_map_legends_sit_below_the_panels():
     for ax in fig.axes:
         legend = ax.get_legend().get_window_extent()
         assert legend.y1 <= ax.get_window_extent().y0, ax.get_title()
+
+
+def test_reference_note_names_gpu_date_and_command(monkeypatch):
+    from gpucourse import reference
+
+    note = ch2.reference_note()
+    if reference.find("ch2"):
+        ref, _ = reference.find("ch2")[0]
+        assert ref.gpu in note and ref.date in note and f"`{ref.command}`" in note
+    monkeypatch.setattr(reference, "find", lambda *a, **k: [])
+    assert "No reference measurements of chapter 2" in ch2.reference_note()

@@ -48,6 +48,18 @@ def target_gpu(gpu=None) -> specs.GPUSpec:
     return specs.lookup(DEFAULT_MODEL_GPU)
 
 
+def reference_note() -> str:
+    """Where the GPU reference data in the chapter's figures comes from: GPU, date and the
+    command that measured it (the figures name only GPU and date), or that there is none."""
+    found = reference.find(SECTION)
+    if not found:
+        return ("No reference measurements of chapter 2 from a real GPU are in this copy of the "
+                "course yet (`make gpu-check` on a GPU writes them), so its GPU figures are models.")
+    return "\n".join(f"Reference data in this chapter's figures: {ref.provenance}"
+                     f"{ref.kernel_caveat('transpose.cu', 'tile_copy.cu', 'copy.cu')}."
+                     for ref, _ in found)
+
+
 def _torch():
     import torch
 
