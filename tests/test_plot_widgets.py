@@ -115,3 +115,29 @@ def test_a_widget_can_start_from_a_result_the_notebook_measured():
     assert calls == [] and ex.result == 14 and "press Run" in ex.status.value
     ex.update()
     assert calls == [7] and ex.result == 14  # 7 * 2, measured afresh
+
+
+def test_explorer_sets_its_output_as_base64_png_in_one_update(monkeypatch):
+    """No display() captured inside `with output:` (a notebook runner mirrors that back to the
+    kernel while it waits for the cell's reply), and the PNG travels as base64 text."""
+    import base64
+
+    from IPython.core.formatters import DisplayFormatter
+    from matplotlib.figure import Figure
+
+    formatter = DisplayFormatter()  # a notebook's, with the PNG the plot module registers there
+    formatter.formatters["image/png"].for_type(Figure, plot._figure_png)
+    monkeypatch.setattr(widgets, "_formatter", lambda: formatter)
+
+    def render(r):
+        fig, ax = plot.new_figure()
+        ax.plot([0, r])
+        return fig
+
+    ex = widgets.explore(lambda n=1: n, render, n=widgets.int_slider(1, 1, 3, description="n"))
+    [out] = ex.output.outputs
+    assert out["output_type"] == "display_data" and out["data"]["text/plain"].startswith("<Figure")
+    assert base64.b64decode(out["data"]["image/png"]).startswith(b"\x89PNG")
+    assert ex.output.msg_id == ""  # nothing was captured through the output context
+    ex.controls["n"].value = 2  # a new result replaces the old one
+    assert len(ex.output.outputs) == 1

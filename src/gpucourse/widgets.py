@@ -8,12 +8,13 @@ a figure straight away. Options that the device cannot run are listed with the r
 """
 from __future__ import annotations
 
+import base64
 import inspect
 import time
 from typing import Callable, Mapping
 
 import ipywidgets as W
-from IPython.display import display
+from IPython.core.interactiveshell import InteractiveShell
 
 from .errors import CourseError
 
@@ -82,6 +83,11 @@ def log2_slider(value: int, min: int, max: int, description: str = "") -> W.Sele
     _one_of(value, opts, description or "slider")
     return W.SelectionSlider(options=opts, value=value, description=description,
                              continuous_update=False, style={"description_width": "initial"})
+
+
+def _formatter():
+    """IPython's display formatter: the kernel's in a notebook (with its figure formats)."""
+    return InteractiveShell.instance().display_formatter
 
 
 class Explorer(W.VBox):
@@ -154,9 +160,17 @@ class Explorer(W.VBox):
         self._show(shown, f"ran in {time.perf_counter() - t0:.2f} s")
 
     def _show(self, shown, status: str) -> None:
-        self.output.clear_output(wait=True)
-        with self.output:
-            display(shown)
+        # The output area's contents are set in one state update, not captured from display()
+        # inside `with self.output:`. A notebook runner (nbclient, under nbval and nbconvert)
+        # mirrors captured output back to the kernel over the channel it waits on for the
+        # cell's reply; on a busy machine a cell built this way now and then never finished.
+        data, metadata = _formatter().format(shown)
+        # A PNG comes back as bytes: an output holds it as base64 text, as display() sends it
+        # (bytes would travel as a binary buffer that the front end does not show as an image).
+        data = {mime: base64.b64encode(v).decode("ascii") if isinstance(v, bytes) else v
+                for mime, v in data.items()}
+        self.output.outputs = ({"output_type": "display_data", "data": data,
+                                "metadata": metadata},)
         self.status.value = f"<span style='color:#666'>{status}</span>"
 
 
