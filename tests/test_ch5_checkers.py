@@ -225,8 +225,12 @@ def _no_raise(m, n, k, s, gpu, p):
     (_no_raise, "PrecisionError"),
     (lambda m, n, k, s, g, p: 100 * 2 * m * n * k / s / (gc.specs.lookup(g).peak_tflops[p] * 1e12),
      "raised KeyError"),
+    (lambda m, n, k, s, g, p: percent_of_peak(m, n, k, s / 1000, g, p), "already in seconds"),
+    (lambda m, n, k, s, g, p: percent_of_peak(m, n, k, s * 1000, g, p), "milliseconds"),
+    (lambda m, n, k, s, g, p: percent_of_peak(m, n, k, s, g, p) / 1e12, "not in TFLOP/s"),
+    (lambda m, n, k, s, g, p: percent_of_peak(m, n, k, s, g, p) * 1e12, "not TFLOP/s"),
 ], ids=["n^3 not 2mnk", "fraction", "fp32 peak for all", "2**40", "square only", "no error for T4 bf16",
-        "peak by hand"])
+        "peak by hand", "seconds as ms", "seconds to ms", "rate in TFLOP/s", "peak in TFLOP/s"])
 def test_percent_of_peak_wrong_answers_fail(fn, match):
     with expect_failure(match):
         c5.check_percent_of_peak(fn)

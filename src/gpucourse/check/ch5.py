@@ -323,7 +323,14 @@ def check_percent_of_peak(percent_of_peak: Callable, number: str = "5.4",
             spec = specs.lookup(gpu)
             hints = {0.5: "a multiply-add is 2 FLOPs: an m×k by k×n matmul does 2·m·n·k.",
                      0.01: "return a percentage (0-100), not a fraction.",
-                     1 / (1.024 ** 4): "1 TFLOP/s is 1e12 FLOP/s, not 2**40."}
+                     1 / (1.024 ** 4): "1 TFLOP/s is 1e12 FLOP/s, not 2**40.",
+                     1e3: "`seconds` is already in seconds: dividing it by 1000 makes the rate "
+                          "1000x too high.",
+                     1e-3: "`seconds` is in seconds: turning it into milliseconds makes the rate "
+                           "1000x too low.",
+                     1e-12: "compare like with like: the achieved rate in FLOP/s against "
+                            "peak_flops (FLOP/s), not in TFLOP/s.",
+                     1e12: "compare like with like: peak_flops is in FLOP/s, not TFLOP/s."}
             hint = next((h for r, h in hints.items() if abs(ratio - r) < 1e-3 * r), "")
             if not hint and p != "fp32" and "fp32" in spec.peak_tflops and abs(
                     got - want * spec.peak_tflops[p] / spec.peak_tflops["fp32"]) < 1e-6 * got:
