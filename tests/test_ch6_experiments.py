@@ -272,3 +272,15 @@ def test_amp_explanation_says_why_16_bits_can_take_more_memory_at_a_small_step()
     s = ch6._memory_sentence({"rows": rows, "tokens": 8192})
     assert "bf16 3.00 MB" in s and "copy" not in s
     assert ch6._memory_sentence({"rows": rows[:1], "tokens": 64}) == ""
+
+
+def test_amp_figure_draws_no_model_marker_on_fp32_whose_ratio_is_one_by_definition():
+    import math
+
+    from gpucourse.plot import ch6 as plot6
+
+    r = ch6.amp_training(("fp32", "bf16"), tokens=32, d=64, min_time_s=0.01)
+    fig = plot6.amp_figure(r, model_gpu="H200")
+    [diamonds] = [line for line in fig.axes[1].get_lines() if line.get_marker() == "D"]
+    fp32, bf16 = diamonds.get_ydata()
+    assert math.isnan(fp32) and bf16 > 1  # the fp32 bar's "1x" note stays clear

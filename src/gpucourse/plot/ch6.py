@@ -248,13 +248,16 @@ def amp_figure(result: dict, model_gpu: str | None = None) -> Figure:
                label=lab)
     if model_gpu:
         g = specs.lookup(model_gpu)
-        ratio = [g.peak_flops(n) / g.peak_flops("fp32") if n in g.precisions else 0 for n in names]
+        # FP32's ratio is 1 by definition (the dashed line): a marker there would sit on its note.
+        ratio = [g.peak_flops(n) / g.peak_flops("fp32") if n in g.precisions and n != "fp32"
+                 else float("nan") for n in names]
         a2.plot(xs, ratio, "D", mfc="none", color=MODEL, ls="none",
                 label=f"peak ratio, {g.key} (model)")
     a2.axhline(1.0, color=CEILING, ls="--", lw=1, label="fp32 = 1")
     a2.set_yscale("log")
     # Room above the tallest bar or marker for its note; the legend goes below the panel.
-    tallest = max(v for line in a2.get_lines() for v in line.get_ydata()) if a2.get_lines() else 1
+    tallest = max((v for line in a2.get_lines() for v in line.get_ydata() if math.isfinite(v)),
+                  default=1)
     tallest = max([tallest] + [b.get_height() for b in a2.patches])
     a2.set_ylim(min([sp[n] for n in names] + [1.0]) / 2, tallest * 2)
     a2.set_xticks(xs, names)
