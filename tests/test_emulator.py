@@ -324,6 +324,13 @@ def test_warp_functions_skip_returned_lanes_and_poison_reads_from_them(block):
 
 # --------------------------------------------------------------------------- matches and reductions
 
+# One kernel per type CUDA's matches take (the suffix names the type), all calling matches().
+MATCH_C_TYPES = {"i": "int", "u": "unsigned", "l": "long", "ul": "unsigned long",
+                 "ll": "long long", "ull": "unsigned long long", "f": "float", "d": "double"}
+MATCH_KERNELS = "".join(
+    f'extern "C" __global__ void match_{s}(const {t}* x, unsigned* a, unsigned* b, int* p, '
+    f'unsigned m) {{\n  matches(x, a, b, p, m);\n}}\n' for s, t in MATCH_C_TYPES.items())
+
 COLLECTIVES = build(r"""
 // Every reduction over the lanes of `mask`; the other lanes skip the calls.
 extern "C" __global__ void reductions(const int* x, int* out, unsigned mask) {
@@ -361,39 +368,7 @@ __device__ void matches(const T* x, unsigned* any, unsigned* all, int* pred, uns
     pred[t] = p;
   }
 }
-extern "C" __global__ void match_i(const int* x, unsigned* a, unsigned* b, int* p,
-                                   unsigned m) {
-  matches(x, a, b, p, m);
-}
-extern "C" __global__ void match_u(const unsigned* x, unsigned* a, unsigned* b, int* p,
-                                   unsigned m) {
-  matches(x, a, b, p, m);
-}
-extern "C" __global__ void match_l(const long* x, unsigned* a, unsigned* b, int* p,
-                                   unsigned m) {
-  matches(x, a, b, p, m);
-}
-extern "C" __global__ void match_ul(const unsigned long* x, unsigned* a, unsigned* b, int* p,
-                                    unsigned m) {
-  matches(x, a, b, p, m);
-}
-extern "C" __global__ void match_ll(const long long* x, unsigned* a, unsigned* b, int* p,
-                                    unsigned m) {
-  matches(x, a, b, p, m);
-}
-extern "C" __global__ void match_ull(const unsigned long long* x, unsigned* a, unsigned* b, int* p,
-                                     unsigned m) {
-  matches(x, a, b, p, m);
-}
-extern "C" __global__ void match_f(const float* x, unsigned* a, unsigned* b, int* p,
-                                   unsigned m) {
-  matches(x, a, b, p, m);
-}
-extern "C" __global__ void match_d(const double* x, unsigned* a, unsigned* b, int* p,
-                                   unsigned m) {
-  matches(x, a, b, p, m);
-}
-
+""" + MATCH_KERNELS + r"""
 // Warp-aggregated atomics: the lanes with the same bin elect a leader, which adds their count.
 extern "C" __global__ void aggregated_histogram(const int* d, unsigned* bins, int n) {
   const int lane = threadIdx.x & 31;
