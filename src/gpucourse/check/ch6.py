@@ -3,12 +3,19 @@
 Each ``check_*`` runs a learner's function or class on edge cases (outlier channels, an
 all-zero channel, NaN as well as inf, overflow on the step a scale would grow, GPUs
 without BF16 or with slow FP16), prints one success line, and otherwise raises an
-AssertionError that says what is wrong. References are written here again on purpose:
+AssertionError that says what is wrong; an answer of the wrong type (a string, a list, a
+function, None) is named in one sentence. References are written here again on purpose:
 checkers never import ``experiments``.
+
+The INT8 product itself lives here too (:func:`int8_gemm_probe`, :func:`int8_mm`), because
+exercise 6.5's checker needs it and checkers sit below ``experiments``: ``torch._int_mm``
+is exact on some CPUs and not on others, and both layers must know which.
 """
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import numbers
 from types import MappingProxyType
 
 import numpy as np
@@ -22,6 +29,55 @@ def _torch():
     import torch
 
     return torch
+
+
+# --------------------------------------------------------------------------- wrong-typed answers
+
+def _describe(x) -> str:
+    """A learner's value in a few words, for a message: None, the string 'abc', a list of 2 items."""
+    if x is None:
+        return "None"
+    if isinstance(x, str):
+        return f"the string {x[:30]!r}"
+    if isinstance(x, type):
+        return f"the class {x.__name__}"
+    if isinstance(x, (list, tuple, dict, set)):
+        return f"a {type(x).__name__} of {len(x)} item{'s' if len(x) != 1 else ''}"
+    name = getattr(x, "__name__", "")
+    if inspect.isroutine(x):
+        return "a lambda function" if name == "<lambda>" else f"the function {name}"
+    kind = type(x).__name__
+    return f"{'an' if kind[0].lower() in 'aeiou' else 'a'} {kind}"
+
+
+def _answer_is_callable(fn, name: str, checker: str) -> None:
+    """The function (or class) a learner passes to a checker must be callable: say so in one sentence."""
+    if not callable(fn) or isinstance(fn, str):
+        raise AssertionError(f"pass your function itself, as in check6.{checker}({name}); "
+                             f"you passed {_describe(fn)}.")
+
+
+def _numbers(x, what: str, want: str) -> np.ndarray:
+    """``x`` (a tensor, array or number) as a NumPy array of numbers, or an AssertionError of one
+    sentence naming what ``x`` is instead."""
+    bad = x is None or isinstance(x, (str, bytes, list, tuple, dict, set)) or callable(x)
+    if not bad:
+        try:
+            arr = np.asarray(to_host(x))
+        except (TypeError, ValueError, RuntimeError, AttributeError):
+            bad = True
+        else:
+            bad = arr.dtype.kind not in "biuf"
+    if bad:
+        raise AssertionError(f"{what} must be {want}; it is {_describe(x)}.")
+    return arr
+
+
+def _pair(got, fn_name: str, what: str):
+    """A learner's two results as (first, second): a tuple (or list) of two, else one sentence."""
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        raise AssertionError(f"{fn_name} must return a tuple {what}; it returned {_describe(got)}.")
+    return got
 
 
 # --------------------------------------------------------------------------- 6.1 per-channel INT8
@@ -56,13 +112,13 @@ def check_quantize(quantize, number: str = "6.1",
     come back as zeros (no NaN).
     """
     with Exercise(number, title):
+        _answer_is_callable(quantize, "quantize", "check_quantize")
         for i, (r, c) in enumerate(QUANT_SHAPES):
             w = weights_with_outliers(r, c, seed=i)
-            got = quantize(w.clone())
-            assert isinstance(got, tuple) and len(got) == 2, \
-                "return a tuple (q, scale): the INT8 values and one scale per row."
-            q, scale = got
-            qn, sn = to_host(q), to_host(scale).astype(np.float64)
+            q, scale = _pair(quantize(w.clone()), "quantize",
+                             "(q, scale): the INT8 values and one scale per row")
+            qn = _numbers(q, "q", "a tensor of INT8 values (torch.int8)")
+            sn = _numbers(scale, "scale", "a tensor with one FP32 scale per row").astype(np.float64)
             assert qn.shape == (r, c), f"q has shape {qn.shape}, expected {(r, c)} (same as w)."
             assert qn.dtype == np.int8, (f"q has dtype {qn.dtype}; store it as int8 "
                                          "(torch.int8): one byte per weight is the point.")
@@ -81,6 +137,8 @@ def check_quantize(quantize, number: str = "6.1",
             amax = np.abs(wn).max(axis=1)
             nz = amax > 0
             want = amax[nz] / 127
+            # max|w| is exact in FP32; "/ 127" rounds once (2^-24), "* (1 / 127)" twice. 1e-6
+            # is 16 such roundings, and a scale from the wrong row or a signed max is off by far more.
             bad = np.abs(sn[nz] - want) > 1e-6 * want
             if bad.any():
                 k = int(np.flatnonzero(nz)[np.argmax(bad)])
@@ -94,7 +152,12 @@ def check_quantize(quantize, number: str = "6.1",
             zero_rows = ~nz
             assert np.all(deq[zero_rows] == 0), "an all-zero row must dequantize to zeros."
             err = np.abs(deq - wn)
-            limit = sn[:, None] / 2 * (1 + 1e-5) + 1e-12
+            # q * scale (exact in FP64) lies within half a step of w, plus what rounding w / scale
+            # in FP32 can add where w / scale is next to a half: each rounding is at most
+            # 2^-24 * 127 = 7.6e-6 of a step, 1.5e-5 of half a step; w * (127 / max|w|) rounds
+            # three times. 2^-12 of half a step covers 32 roundings; truncating instead of
+            # rounding misses by up to a whole step.
+            limit = sn[:, None] / 2 * (1 + 2.0 ** -12) + 1e-12
             if (err > limit).any():
                 k, j = np.unravel_index(int(np.argmax(err - limit)), err.shape)
                 raise AssertionError(
@@ -103,6 +166,8 @@ def check_quantize(quantize, number: str = "6.1",
                     "nearest integer (torch.round) before converting to int8; a plain cast "
                     "truncates toward zero.")
         rel = float(np.linalg.norm(deq - wn) / max(np.linalg.norm(wn), 1e-30))
+        # With every value within half a step (checked above), this is at most 0.997 % on
+        # these weights (each error exactly half a step); rounding gives about 0.54 %.
         assert rel < 0.01, f"relative error {rel:.3g} on the 97 x 61 case; expected < 1 %."
 
 
@@ -161,27 +226,42 @@ def check_loss_scaler(scaler_class, number: str = "6.2",
     """
     torch = _torch()
     with Exercise(number, title):
+        if not isinstance(scaler_class, type):
+            raise AssertionError("pass the class LossScaler itself (the checker makes its own "
+                                 f"scalers from it); you passed {_describe(scaler_class)}.")
         for interval, init in ((3, 2.0 ** 10), (5, 2.0 ** 16)):
             mine = scaler_class(init_scale=init, growth_factor=2.0, backoff_factor=0.5,
                                 growth_interval=interval)
+            missing = [a for a in ("scale", "unscale", "update") if not hasattr(mine, a)]
+            assert not missing, (f"a {scaler_class.__name__} needs .scale, .unscale and .update; "
+                                 f"it has no .{missing[0]}.")
             ref = ReferenceScaler(init, 2.0, 0.5, interval)
             for step, event in enumerate(SCALER_SCRIPT):
-                assert float(mine.scale) == ref.scale, (
+                scale = _scale_number(mine.scale, step)
+                assert scale == ref.scale, (
                     f"growth_interval={interval}: before step {step} the scale is "
-                    f"{float(mine.scale):g}, expected {ref.scale:g}. "
+                    f"{scale:g}, expected {ref.scale:g}. "
                     + _scaler_hint(SCALER_SCRIPT, step))
                 true, raw = _scripted_grads(step, ref.scale, event)
-                got = mine.unscale([r.clone() for r in raw])
-                assert isinstance(got, tuple) and len(got) == 2, \
-                    "unscale must return (list of unscaled gradients, found_inf)."
-                grads, found = got
+                grads, found = _pair(mine.unscale([r.clone() for r in raw]), "unscale",
+                                     "(list of unscaled gradients, found_inf)")
+                if not (isinstance(found, (bool, np.bool_)) or
+                        (torch.is_tensor(found) and found.numel() == 1)):
+                    raise AssertionError("found_inf (the second result of unscale) must be True "
+                                         f"or False; it is {_describe(found)}.")
                 assert bool(found) == bool(event), (
                     f"step {step}: found_inf is {bool(found)} but the gradients "
                     + (f"contain {event}: check with torch.isfinite, which catches inf, -inf "
                        "and NaN." if event else "are all finite."))
                 if not event:
+                    if not isinstance(grads, (list, tuple)):
+                        raise AssertionError("the first result of unscale must be a list of "
+                                             f"tensors; it is {_describe(grads)}.")
                     assert len(grads) == len(raw), "return one unscaled gradient per input."
                     for k, (gk, tk) in enumerate(zip(grads, true)):
+                        if not torch.is_tensor(gk):
+                            raise AssertionError(f"unscaled gradient {k} must be a tensor; it is "
+                                                 f"{_describe(gk)}.")
                         assert gk.dtype == torch.float32, (
                             f"unscaled gradient {k} is {gk.dtype}: unscale in FP32 "
                             "(g.float() / scale). Dividing in FP16 underflows again.")
@@ -191,16 +271,37 @@ def check_loss_scaler(scaler_class, number: str = "6.2",
                         why = ("divide in FP32 (g.float() / scale): dividing in FP16 first loses "
                                "the small values again" if torch.equal(gk, in_fp16) and
                                not torch.equal(in_fp16, want) else "divide by the current scale")
+                        # Every scale is a power of two, so g.float() / scale is exact in FP32
+                        # (and so is g.float() * (1 / scale)); 1e-6 of the largest value still
+                        # lets through an extra rounding (2^-24) of another order of operations.
                         assert err <= 1e-6 * float(want.abs().max()) + 1e-30, (
                             f"step {step}: gradient {k} is off by {err:.3g} after unscaling; "
                             f"{why}.")
+                        # Against the true gradient the error is FP16's rounding of the scaled
+                        # values: 2^-11 relative where they are normal, more for the few
+                        # subnormal ones; 1 % is far above it, and an unscaled gradient is off
+                        # by the scale (a factor of 2^7 or more here).
                         rel = float((gk - tk).norm() / tk.norm())
                         assert rel < 1e-2, (f"step {step}: gradient {k} differs from the true "
                                             f"gradient by {rel:.2%}; divide by the scale.")
                 mine.update(bool(found))
                 ref.update(bool(event))
-            assert float(mine.scale) == ref.scale, (
-                f"after the script the scale is {float(mine.scale):g}, expected {ref.scale:g}.")
+            scale = _scale_number(mine.scale, len(SCALER_SCRIPT))
+            assert scale == ref.scale, (
+                f"after the script the scale is {scale:g}, expected {ref.scale:g}.")
+
+
+def _scale_number(value, step: int) -> float:
+    """A scaler's ``.scale`` as a float, or one sentence saying what it is instead."""
+    if not (isinstance(value, numbers.Real) and not isinstance(value, bool)):
+        try:  # a 0-d tensor or NumPy number is fine
+            if value is None or isinstance(value, (str, bytes)) or callable(value):
+                raise TypeError
+            return float(value)
+        except (TypeError, ValueError, RuntimeError):
+            raise AssertionError(f"before step {step} the scaler's .scale must be a number; it is "
+                                 f"{_describe(value)}.") from None
+    return float(value)
 
 
 def _scaler_hint(script, step: int) -> str:
@@ -241,11 +342,16 @@ def check_choose_precision(choose, number: str = "6.3",
     """``choose(gpu: GPUSpec) -> (precision, loss_scaling)`` for every GPU in the table and three
     synthetic ones (slow FP16, no FP16, an unfamiliar name)."""
     with Exercise(number, title):
+        _answer_is_callable(choose, "choose", "check_choose_precision")
         for gpu in list(specs.all_gpus()) + synthetic_gpus():
-            got = choose(gpu)
-            assert isinstance(got, tuple) and len(got) == 2, \
-                "return a tuple (precision, needs_loss_scaling), e.g. ('fp16', True)."
-            prec, scaling = str(got[0]).lower(), bool(got[1])
+            got = _pair(choose(gpu), "choose", "(precision, needs_loss_scaling), e.g. ('fp16', True)")
+            if not isinstance(got[0], str):
+                raise AssertionError(f"{gpu.key}: the precision must be a name such as 'bf16'; it "
+                                     f"is {_describe(got[0])}.")
+            if not isinstance(got[1], (bool, np.bool_)):
+                raise AssertionError(f"{gpu.key}: needs_loss_scaling must be True or False; it is "
+                                     f"{_describe(got[1])}.")
+            prec, scaling = got[0].lower(), bool(got[1])
             want, want_scaling = _expected_choice(gpu)
             if prec in ("int8", "fp8"):
                 raise AssertionError(f"{gpu.key}: {prec} is an inference format here; training "
@@ -271,8 +377,13 @@ def check_training_bytes(fn, number: str = "6.4",
                          title: str = "memory of a training step by precision") -> None:
     """``fn(params, activations, dtype, optimizer) -> bytes`` against ``models.training_memory``."""
     with Exercise(number, title):
+        _answer_is_callable(fn, "training_bytes", "check_training_bytes")
         for params, acts, dt, opt in MEMORY_CASES:
             got = fn(params, acts, dt, opt)
+            if isinstance(got, bool) or not isinstance(got, numbers.Real):
+                raise AssertionError("training_bytes must return a number of bytes (an int); for "
+                                     f"{params:,} parameters, {dt}, {opt} it returned "
+                                     f"{_describe(got)}.")
             m = models.training_memory(params, acts, dtype=dt, optimizer=opt)
             if got == m.total:
                 continue
@@ -304,49 +415,272 @@ def reference_training_bytes(params: int, activations: int, dtype: str, optimize
     return params * size * 2 + master + params * states * 4 + activations * size
 
 
+# --------------------------------------------------------------------------- INT8 products on this device
+
+#: The probe of :func:`int8_gemm_probe`: more than 16 rows (CUDA's ``torch._int_mm`` wants
+#: them), k and n multiples of 8, and k = 2048 so that same-sign sums of 127 * 127 pass 2**24
+#: (where FP32 sums start to round) as well as INT16's 32 767.
+PROBE_SHAPE = (24, 2048, 32)
+
+
+@dataclasses.dataclass(frozen=True)
+class Int8GemmProbe:
+    """What the probe found about ``torch._int_mm`` on one device, and the INT8 product used there."""
+
+    device: str
+    status: str   # "exact", "wrong" (runs, but some sums differ) or "fails" (does not run)
+    wrong: int    # probe sums that differ from the exact INT64 product
+    total: int
+    worst: int    # the largest difference
+    detail: str = ""
+
+    @property
+    def exact(self) -> bool:
+        """True when ``torch._int_mm`` gave every probe sum exactly."""
+        return self.status == "exact"
+
+    @property
+    def path(self) -> str:
+        """The INT8 product :func:`int8_mm` uses on this device."""
+        return "torch._int_mm" if self.exact else "float64 matmul of the INT8 values"
+
+    @property
+    def sentence(self) -> str:
+        """The probe's finding in one sentence."""
+        m, k, n = PROBE_SHAPE
+        what = f"a {m} x {k} x {n} product of INT8 values (with rows and columns of +-127)"
+        if self.status == "exact":
+            return (f"torch._int_mm is exact on this {self.device.upper()}: all {self.total} sums of "
+                    f"{what} equal the exact integer product, so the course uses it.")
+        if self.status == "wrong":
+            return (f"torch._int_mm is WRONG on this {self.device.upper()}: {self.wrong} of "
+                    f"{self.total} sums of {what} differ from the exact integer product (by up "
+                    f"to {self.worst:,}), so the course multiplies INT8 values as float64 "
+                    "instead, which is exact (every partial sum is an integer below 2**53) "
+                    "but not an INT8 kernel.")
+        return (f"torch._int_mm does not run on this {self.device.upper()} ({self.detail}), so "
+                "the course multiplies INT8 values as float64 instead, which is exact but not "
+                "an INT8 kernel.")
+
+
+_PROBES: dict = {}
+
+
+def _probe_operands():
+    """INT8 operands whose sums show saturation: random values, and rows and columns of +-127.
+
+    oneDNN's u8 x s8 kernels add 128 to each signed activation; without VNNI they add pairs
+    of products in INT16 with saturation (vpmaddubsw), and a row of 127s (255 after the
+    shift) meets a column of 127s as pairs of 2 * 255 * 127 = 64 770 > 32 767.
+    """
+    torch = _torch()
+    m, k, n = PROBE_SHAPE
+    g = torch.Generator().manual_seed(6)
+    a = torch.randint(-127, 128, (m, k), generator=g)
+    bt = torch.randint(-127, 128, (n, k), generator=g)
+    a[:4], a[4:8], bt[:4], bt[4:8] = 127, -127, 127, -127
+    # b as the transpose of a row-major (n, k) tensor: the layout INT8 GEMMs want (Int8Linear's)
+    return a.to(torch.int8), bt.to(torch.int8).t()
+
+
+def _int8_float64_mm(qa, qb):
+    """INT8 product as float64 matmul: exact, as every partial sum is an integer below 2**53
+    (k * 127**2 < 2**53 for k up to 5e11), in any summation order."""
+    torch = _torch()
+    return (qa.to(torch.float64) @ qb.to(torch.float64)).to(torch.int32)
+
+
+def _run_probe(dev: str, int_mm) -> Int8GemmProbe:
+    a, b = _probe_operands()
+    exact = a.numpy().astype(np.int64) @ b.numpy().astype(np.int64)  # NumPy's integer loops
+    total = exact.size
+    fallback = to_host(_int8_float64_mm(a.to(dev), b.to(dev))).astype(np.int64)
+    if not np.array_equal(fallback, exact):  # cannot happen with IEEE float64; say so if it does
+        raise AssertionError(f"float64 products of INT8 values are not exact on this {dev}: its "
+                             "matmul is broken; run the course on another device.")
+    if int_mm is None:
+        return Int8GemmProbe(dev, "fails", 0, total, 0, "this PyTorch has no torch._int_mm")
+    try:
+        got = to_host(int_mm(a.to(dev), b.to(dev))).astype(np.int64)
+    except Exception as exc:  # noqa: BLE001 - any failure means "not here", with the reason
+        return Int8GemmProbe(dev, "fails", 0, total, 0, f"{type(exc).__name__}: {str(exc)[:80]}")
+    if got.shape != exact.shape:
+        return Int8GemmProbe(dev, "wrong", total, total, 0, f"result of shape {got.shape}")
+    diff = np.abs(got - exact)
+    wrong = int((diff != 0).sum())
+    return Int8GemmProbe(dev, "wrong" if wrong else "exact", wrong, total, int(diff.max()))
+
+
+def int8_gemm_probe(dev: str = "cpu") -> Int8GemmProbe:
+    """Whether ``torch._int_mm`` gives exact INT32 sums on ``dev`` ("cpu" or "cuda").
+
+    On x86 CPUs without VNNI it can run through oneDNN kernels whose 16-bit intermediate
+    sums saturate. Measured on first use against NumPy's exact INT64 product, and kept per
+    device (and per ``torch._int_mm``, so a replaced function is probed again).
+    """
+    torch = _torch()
+    dev = torch.device(dev).type
+    int_mm = getattr(torch, "_int_mm", None)
+    key = (dev, int_mm)
+    if key not in _PROBES:
+        _PROBES[key] = _run_probe(dev, int_mm)
+    return _PROBES[key]
+
+
+def int8_mm(qa, qb):
+    """``qa @ qb`` of INT8 matrices as exact INT32 sums: ``torch._int_mm`` where the probe found
+    it exact on this device, else float64 products of the INT8 values (exact too, slower).
+
+    On a GPU ``torch._int_mm`` wants more than 16 rows of ``qa`` and k and n multiples of 8:
+    other shapes are padded with zeros here (which add nothing to the sums); callers that
+    time it pad their operands once instead (as ``Int8Linear`` does).
+    """
+    torch = _torch()
+    if not int8_gemm_probe(qa.device.type).exact:
+        return _int8_float64_mm(qa, qb)
+    (m, k), n = qa.shape, qb.shape[1]
+    if qa.is_cuda and (m <= 16 or k % 8 or n % 8):
+        rows, inner, cols = max(m, 17), -(-k // 8) * 8, -(-n // 8) * 8
+        pa = torch.zeros(rows, inner, dtype=qa.dtype, device=qa.device)
+        pb = torch.zeros(cols, inner, dtype=qb.dtype, device=qb.device).t()  # column-major
+        pa[:m, :k], pb[:k, :n] = qa, qb
+        return torch._int_mm(pa, pb)[:m, :n]
+    return torch._int_mm(qa, qb)
+
+
+def _int_mm_sentence(dev: str = "cpu") -> str | None:
+    """One sentence for a learner when this device's ``torch._int_mm`` is wrong, else None."""
+    probe = int8_gemm_probe(dev)
+    if probe.status != "wrong":
+        return None
+    return (f"torch._int_mm is wrong on this {dev.upper()} ({probe.wrong} of {probe.total} sums "
+            "of a test product differ from the exact ones: on CPUs without VNNI its kernel can "
+            "saturate 16-bit intermediate sums), so multiply with "
+            "qa.to(torch.int32) @ qb.to(torch.int32), which is exact on every CPU.")
+
+
 # --------------------------------------------------------------------------- 6.5 INT8 GEMM
 
 GEMM_SHAPES = ((17, 8, 8), (33, 64, 24), (64, 4099, 40), (129, 1024, 96))
+GEMM_SEED = 100
+#: Where x / scale lies this close to a half, FP32 arithmetic (x / scale, x * (127 / max|x|))
+#: may round it either way: each rounding moves it by at most 127 * 2^-24 = 7.6e-6.
+TIE = 2.0 ** -12
+
+
+def _gemm_inputs(i: int, m: int, k: int, n: int, seed: int | None = None):
+    torch = _torch()
+    g = torch.Generator().manual_seed((GEMM_SEED if seed is None else seed) + i)
+    a = torch.randn(m, k, generator=g) * torch.exp(torch.randn(m, 1, generator=g))
+    b = torch.randn(k, n, generator=g) * torch.exp(torch.randn(1, n, generator=g))
+    if k > 1000:  # same-sign inputs: a product of many 127s overflows 16-bit sums
+        a, b = a.abs(), b.abs()
+    return a, b
+
+
+def _ref_quantize(x, axis: int):
+    """Symmetric INT8 of ``x`` (FP64) along ``axis``: (q as int64, scale, mask of values that lie
+    within TIE of a half step, which FP32 arithmetic may round either way)."""
+    s = np.abs(x).max(axis=axis, keepdims=True) / 127
+    s[s == 0] = 1
+    y = x / s
+    near_half = np.abs(y - np.floor(y) - 0.5) < TIE
+    return np.clip(np.round(y), -127, 127).astype(np.int64), s, near_half
 
 
 def _ref_int8_matmul(a, b):
-    """a (m, k) per row, b (k, n) per column, INT32 accumulation, FP32 rescale."""
+    """a (m, k) per row, b (k, n) per column, INT32 accumulation, FP32 rescale: the reference
+    and, per entry, how far an answer with exact integer sums and FP32 scales may lie from it."""
     a, b = a.astype(np.float64), b.astype(np.float64)
-    sa = np.abs(a).max(axis=1, keepdims=True) / 127
-    sb = np.abs(b).max(axis=0, keepdims=True) / 127
-    sa[sa == 0] = 1
-    sb[sb == 0] = 1
-    qa = np.clip(np.round(a / sa), -127, 127).astype(np.int64)
-    qb = np.clip(np.round(b / sb), -127, 127).astype(np.int64)
-    return (qa @ qb).astype(np.float64) * sa * sb
+    qa, sa, ta = _ref_quantize(a, 1)
+    qb, sb, tb = _ref_quantize(b, 0)
+    want = (qa @ qb).astype(np.float64) * sa * sb  # NumPy's integer matmul: exact
+    # A value next to a half may round one step the other way: entry (i, j) then moves by
+    # |qb[k, j]| (or |qa[i, k]|), plus one where both moved.
+    ta, tb = ta.astype(np.float64), tb.astype(np.float64)
+    qa_abs, qb_abs = np.abs(qa).astype(np.float64), np.abs(qb).astype(np.float64)
+    ties = ta @ (qb_abs + tb) + qa_abs @ tb
+    # Sums that are not exact (FP32 accumulation): k * 2^-24 * sum of |products|, the bound of
+    # a sequential FP32 sum (any order or core count is within it). They are allowed here and
+    # rejected by _check_exact_int32_sums, whose message names the sums.
+    k = a.shape[1]
+    sums = k * 2.0 ** -24 * (qa_abs @ qb_abs)
+    # Rescaling: FP32 scales (2^-24 each, 2^-23 for 127 / max|x|) and three FP32 roundings of
+    # the product: under 1e-6 of the entry.
+    bound = (ties + sums) * sa * sb + 2.0 ** -20 * np.abs(want)
+    return want, bound
+
+
+def _ref_quantized_torch(a, b):
+    """The reference quantization in FP32 torch: (qa, sa, qb, sb), qa and qb INT8."""
+    torch = _torch()
+    sa = a.abs().amax(dim=1, keepdim=True) / 127
+    sb = b.abs().amax(dim=0, keepdim=True) / 127
+    sa = torch.where(sa > 0, sa, torch.ones_like(sa))
+    sb = torch.where(sb > 0, sb, torch.ones_like(sb))
+    qa = torch.round(a / sa).clamp(-127, 127).to(torch.int8)
+    qb = torch.round(b / sb).clamp(-127, 127).to(torch.int8)
+    return qa, sa, qb, sb
+
+
+def _cpu_explains(got, a, b) -> str | None:
+    """Where ``torch._int_mm`` is wrong on this CPU: the sentence to give a learner whose result
+    differs from the reference (all of it when their result is what a correct answer that
+    calls ``torch._int_mm`` gets here), else None."""
+    cpu = _int_mm_sentence("cpu")
+    if cpu is None:
+        return None
+    torch = _torch()
+    qa, sa, qb, sb = _ref_quantized_torch(a, b)
+    with_int_mm = to_host(torch._int_mm(qa, qb).double() * sa * sb)
+    if got.shape == with_int_mm.shape and np.allclose(got, with_int_mm, rtol=1e-5, atol=0):
+        return "your scales and quantization are right, but " + cpu
+    return "Also: " + cpu
+
+
+def _learner_result(fn, a, b, m: int, n: int) -> np.ndarray:
+    got = _numbers(fn(a.clone(), b.clone()), "the result of int8_matmul",
+                   "a tensor of shape (m, n)").astype(np.float64)
+    assert got.shape == (m, n), f"result has shape {got.shape}, expected {(m, n)}."
+    return got
+
+
+def _compare_to_reference(got, a, b, where: str, advice: str) -> None:
+    """Reject ``got`` when some entry lies further from the INT8 reference than rounding allows."""
+    want, bound = _ref_int8_matmul(a.numpy(), b.numpy())
+    if (np.abs(got - want) <= bound).all():
+        return
+    err = np.abs(got - want).max() / max(np.abs(want).max(), 1e-300)
+    cpu = _cpu_explains(got, a, b)
+    if cpu and cpu.startswith("your scales"):
+        raise AssertionError(f"{where}: {cpu}")
+    raise AssertionError(f"{where}: differs from the INT8 reference by up to {err:.2g} (relative "
+                         f"to its largest entry), more than rounding explains. {advice}"
+                         + (f" {cpu}" if cpu else ""))
 
 
 def check_int8_matmul(fn, number: str = "6.5", title: str = "an INT8 matrix multiply") -> None:
     """``fn(a, b) -> c``: FP32 a (m, k) and b (k, n) quantized per row of a and per column of b,
     multiplied in integers with INT32 accumulation, rescaled to FP32."""
-    torch = _torch()
     with Exercise(number, title):
+        _answer_is_callable(fn, "int8_matmul", "check_int8_matmul")
         for i, (m, k, n) in enumerate(GEMM_SHAPES):
-            g = torch.Generator().manual_seed(100 + i)
-            a = torch.randn(m, k, generator=g) * torch.exp(torch.randn(m, 1, generator=g))
-            b = torch.randn(k, n, generator=g) * torch.exp(torch.randn(1, n, generator=g))
-            if k > 1000:  # same-sign inputs: a product of many 127s overflows 16-bit sums
-                a, b = a.abs(), b.abs()
-            got = to_host(fn(a.clone(), b.clone())).astype(np.float64)
-            assert got.shape == (m, n), f"result has shape {got.shape}, expected {(m, n)}."
+            a, b = _gemm_inputs(i, m, k, n)
+            got = _learner_result(fn, a, b, m, n)
             assert np.isfinite(got).all(), (
                 f"shape {(m, k, n)}: the result has inf or NaN. Accumulate in INT32 "
-                "(torch._int_mm, or .to(torch.int32) before the sum): FP16 and INT16 sums of "
+                "(.to(torch.int32) before the matmul): FP16 and INT16 sums of "
                 f"{k} products up to 127*127 overflow.")
-            want = _ref_int8_matmul(a.numpy(), b.numpy())
             exact = a.double().numpy() @ b.double().numpy()
-            err_q = np.abs(got - want).max() / np.abs(want).max()
             err_x = np.linalg.norm(got - exact) / np.linalg.norm(exact)
-            assert err_q < 1e-4, (
-                f"shape {(m, k, n)}: differs from the INT8 reference by {err_q:.2g} (relative to "
-                f"its largest entry); error vs FP32 is {err_x:.2g}. Quantize a per ROW and b per "
-                "COLUMN (symmetric, max|x|/127, round), multiply the integers, accumulate in "
-                "INT32, then multiply by both scales.")
+            _compare_to_reference(
+                got, a, b, f"shape {(m, k, n)}",
+                f"Error vs FP32 is {err_x:.2g}. Quantize a per ROW and b per COLUMN (symmetric, "
+                "max|x|/127, round), multiply the integers, accumulate in INT32, then multiply "
+                "by both scales.")
+            # Once the INT8 reference matches, this is the quantization error of these inputs
+            # (FP64 sums, no rounding to speak of): at most 1.1 % here (rounding errors of
+            # s / sqrt(12) per value, s = max|x| / 127), whatever the device.
             assert err_x < 0.02, f"shape {(m, k, n)}: error vs FP32 {err_x:.2g} is over 2 %."
         _check_zero_rows(fn)
         _check_exact_int32_sums(fn)
@@ -359,18 +693,14 @@ def _check_zero_rows(fn) -> None:
     g = torch.Generator().manual_seed(98)
     a, b = torch.randn(20, 33, generator=g), torch.randn(33, 12, generator=g)
     a[3], b[:, 5] = 0.0, 0.0
-    got = to_host(fn(a.clone(), b.clone())).astype(np.float64)
-    want = _ref_int8_matmul(a.numpy(), b.numpy())
+    got = _learner_result(fn, a, b, 20, 12)
     if not np.isfinite(got).all():
         raise AssertionError(
             "with an all-zero row of a and an all-zero column of b the result has NaN or inf: "
             "their max|x| is 0, so a scale of 0 gives 0/0 = NaN. Give such a row or column "
             "scale 1 (as in 6.1); its products are then exactly 0.")
-    err = np.abs(got - want).max() / np.abs(want).max()
-    assert err < 1e-4, (
-        f"with an all-zero row of a and an all-zero column of b the result differs from the INT8 "
-        f"reference by {err:.2g} (relative to its largest entry): that row and column must come "
-        "out 0, the rest as usual.")
+    _compare_to_reference(got, a, b, "with an all-zero row of a and an all-zero column of b",
+                          "That row and column must come out 0, the rest as usual.")
 
 
 def _check_exact_int32_sums(fn) -> None:
@@ -384,38 +714,26 @@ def _check_exact_int32_sums(fn) -> None:
     b = torch.randint(1, 128, (k, n), generator=g).float()
     a[:, 0], b[0, :] = 127, 127
     exact = a.double().numpy() @ b.double().numpy()
-    got = to_host(fn(a.clone(), b.clone())).astype(np.float64)
+    got = _learner_result(fn, a, b, m, n)
     bad = (got != exact.astype(np.float32)) & (got != exact)
     if bad.any():
+        cpu = _cpu_explains(got, a, b)
+        if cpu and cpu.startswith("your scales"):
+            raise AssertionError(f"integer inputs whose scales are exactly 1: {cpu}")
         i, j = np.argwhere(bad)[0]
         raise AssertionError(
             f"integer inputs whose scales are exactly 1, shape {(m, k, n)}: {int(bad.sum())} of "
             f"{m * n} entries differ from the exact integer product, e.g. ({i}, {j}): got "
             f"{got[i, j]:.0f}, exact {exact[i, j]:.0f}. INT32 sums are exact; FP32 sums of "
             "products up to 127*127 round once they pass 2**24. Accumulate in INT32 "
-            "(torch._int_mm, or .to(torch.int32) before the matmul).")
+            "(.to(torch.int32) before the matmul)." + (f" {cpu}" if cpu else ""))
 
 
 def reference_int8_matmul(a, b):
-    """The reference answer of 6.5 (used by the tests)."""
-    torch = _torch()
-    sa = a.abs().amax(dim=1, keepdim=True) / 127
-    sb = b.abs().amax(dim=0, keepdim=True) / 127
-    sa = torch.where(sa > 0, sa, torch.ones_like(sa))
-    sb = torch.where(sb > 0, sb, torch.ones_like(sb))
-    qa = torch.round(a / sa).clamp(-127, 127).to(torch.int8)
-    qb = torch.round(b / sb).clamp(-127, 127).to(torch.int8)
-    acc = torch._int_mm(_pad_rows(qa), qb)[: a.shape[0]] if hasattr(torch, "_int_mm") else \
-        qa.to(torch.int32) @ qb.to(torch.int32)
-    return acc.float() * sa * sb
-
-
-def _pad_rows(q, rows: int = 17):
-    """torch._int_mm on a GPU wants more than 16 rows."""
-    torch = _torch()
-    if q.shape[0] >= rows:
-        return q
-    return torch.cat([q, torch.zeros(rows - q.shape[0], q.shape[1], dtype=q.dtype)])
+    """The reference answer of 6.5 (used by the tests): INT32 sums by :func:`int8_mm`, exact
+    on every device."""
+    qa, sa, qb, sb = _ref_quantized_torch(a, b)
+    return int8_mm(qa, qb).float() * sa * sb
 
 
 __all__ = [n for n in dir() if not n.startswith("_")]
