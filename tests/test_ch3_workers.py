@@ -3,13 +3,16 @@
 One group of two workers serves all the experiments (starting one costs seconds); the
 failure tests start their own, since a failure stops the group on purpose.
 """
+import ipaddress
 import os
 import signal
+import socket
 import threading
 import time
 
 import numpy as np
 import pytest
+import torch
 import torch.distributed as dist  # the learner functions below run in the workers, where it exists
 
 from gpucourse.check import ch3 as c3
@@ -32,6 +35,79 @@ def test_group_starts_like_torchrun_and_is_reused(pool):
     assert all(h["sum_of_ranks"] == 1.0 for h in first)
     assert [h["pid"] for h in first] == [h["pid"] for h in again] == pool.pids
     assert "2 worker processes in one gloo process group" in pool.describe()
+
+
+def _listening_sockets(pids) -> list[tuple[str, int]]:
+    """(address, port) of every TCP socket in LISTEN state that the processes ``pids`` hold,
+    from /proc/net/tcp and tcp6 (addresses there are little-endian hex words)."""
+    inodes = set()
+    for pid in pids:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:  # closed meanwhile
+                continue
+            if link.startswith("socket:["):
+                inodes.add(int(link[8:-1]))
+    found = []
+    for table, family in (("/proc/net/tcp", socket.AF_INET), ("/proc/net/tcp6", socket.AF_INET6)):
+        if not os.path.exists(table):
+            continue
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                addr_hex, port_hex = fields[1].split(":")
+                if fields[3] != "0A" or int(fields[9]) not in inodes:  # 0A: LISTEN
+                    continue
+                raw = b"".join(bytes.fromhex(addr_hex[i:i + 8])[::-1]
+                               for i in range(0, len(addr_hex), 8))
+                found.append((socket.inet_ntop(family, raw), int(port_hex, 16)))
+    return found
+
+
+def _is_loopback(address: str) -> bool:
+    ip = ipaddress.ip_address(address)
+    return ip.is_loopback or bool(getattr(ip, "ipv4_mapped", None) and ip.ipv4_mapped.is_loopback)
+
+
+def _other_ipv4_addresses() -> list[str]:
+    """This machine's IPv4 addresses outside the loopback network (one per interface)."""
+    import fcntl
+    import struct
+
+    found = []
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for _, name in socket.if_nameindex():
+            try:
+                req = struct.pack("256s", name.encode()[:15])
+                raw = fcntl.ioctl(s.fileno(), 0x8915, req)  # SIOCGIFADDR
+            except OSError:  # no IPv4 address on this interface
+                continue
+            address = socket.inet_ntoa(raw[20:24])
+            if not ipaddress.ip_address(address).is_loopback:
+                found.append(address)
+    return found
+
+
+def _master_port(ctx):
+    import os
+
+    return int(os.environ["MASTER_PORT"])
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/net/tcp"), reason="reads Linux's /proc/net/tcp")
+def test_the_group_listens_on_the_loopback_address_only(pool):
+    """The rendezvous store (MASTER_PORT) and gloo's own sockets accept no connection from
+    another machine: nothing the workers hold listens outside 127.0.0.0/8 and ::1."""
+    port = pool.run(_master_port)[0]
+    listening = _listening_sockets(pool.pids)
+    assert port in {p for _, p in listening}, listening
+    assert all(_is_loopback(address) for address, _ in listening), listening
+    for address in _other_ipv4_addresses():
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.settimeout(5.0)
+            with pytest.raises(ConnectionRefusedError):
+                s.connect((address, port))
 
 
 def test_ddp_gradients_equal_single_process_full_batch(pool):
@@ -164,13 +240,74 @@ def test_a_killed_worker_gives_a_clear_error_not_a_hang():
         assert not any(proc.is_alive() for proc in p._procs)
 
 
-def test_a_peer_that_never_joins_times_out_inside_the_worker():
+def test_a_peer_that_never_joins_times_out_and_is_named():
     with ch3.Workers(2, backend="gloo", collective_timeout_s=2.0) as p:
         t0 = time.monotonic()
-        with pytest.raises(ch3.WorkerError, match="rank 0 failed") as info:
+        with pytest.raises(ch3.CollectiveTimeoutError) as info:
             p.run(ch3._task_skip_collective, 1, timeout_s=60)
         assert time.monotonic() - t0 < 20
-        assert "imed out" in str(info.value) or "imeout" in str(info.value)
+        err = info.value
+        assert err.ranks == (1,) and err.waiting == (0,) and err.rank == 0
+        assert isinstance(err, ch3.WorkerError) and "Timed out" in err.worker_traceback
+        assert str(err).startswith("worker rank 0 waited 2 s in a collective of task "
+                                   "'_task_skip_collective' that rank 1 never joined (it finished "
+                                   "the task without calling it); make every rank call the same "
+                                   "collectives in the same order")
+        assert str(err).endswith("then start new workers with ch3.workers(2).")
+        assert "\n" not in str(err)
+
+
+def test_a_collective_timeout_waits_for_late_joiners_and_names_a_busy_rank():
+    """Rank 1 joins the all-reduce a second after rank 0 (so it gives up a second later) and
+    rank 2 is busy elsewhere in the task: only rank 2 is named as missing."""
+    def late_and_busy(ctx):
+        if ctx.rank == 2:
+            time.sleep(12.0)  # busy in other code, far past the others' timeouts
+            return ctx.rank
+        if ctx.rank == 1:
+            time.sleep(1.0)
+        dist.all_reduce(torch.ones(1))
+        return ctx.rank
+
+    with ch3.Workers(3, backend="gloo", collective_timeout_s=2.0) as p:
+        t0 = time.monotonic()
+        with pytest.raises(ch3.CollectiveTimeoutError) as info:
+            p.run(late_and_busy, timeout_s=60)
+        assert time.monotonic() - t0 < 11  # reported before rank 2 is done
+        assert info.value.ranks == (2,) and info.value.waiting == (0, 1)
+        assert "ranks 0, 1 waited 2 s" in str(info.value)
+        assert "that rank 2 never joined (it was still busy elsewhere in the task)" in str(info.value)
+        assert "collective_timeout_s" in str(info.value)
+        assert not any(proc.is_alive() for proc in p._procs)
+
+
+def test_a_task_error_is_named_before_the_timeouts_it_causes():
+    """Rank 1 raises before the all-reduce, rank 0 then times out in it: rank 1's error is the
+    one reported."""
+    def fails_on_rank_1(ctx):
+        if ctx.rank == 1:
+            raise ValueError("bad shard")
+        dist.all_reduce(torch.ones(1))
+
+    with ch3.Workers(2, backend="gloo", collective_timeout_s=1.0) as p:
+        with pytest.raises(ch3.WorkerError, match=r"rank 1 failed .* ValueError: bad shard") as info:
+            p.run(fails_on_rank_1, timeout_s=60)
+        assert not isinstance(info.value, ch3.CollectiveTimeoutError)
+
+
+def test_only_a_distributed_timeout_counts_as_a_collective_timeout():
+    def raised(exc):
+        try:
+            raise exc
+        except Exception as caught:
+            return caught
+
+    gloo = RuntimeError("[gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting 2000ms "
+                        "for recv operation to complete")
+    assert ch3._is_collective_timeout(raised(gloo))
+    assert not ch3._is_collective_timeout(raised(TimeoutError("timed out")))
+    assert not ch3._is_collective_timeout(raised(RuntimeError("the solver timed out")))
+    assert not ch3._is_collective_timeout(raised(RuntimeError("gloo: connection closed")))
 
 
 def test_notebook_functions_travel_as_source_and_lambdas_are_refused():
@@ -201,7 +338,7 @@ def test_zero_samples_is_refused_before_any_worker_starts(experiment, monkeypatc
 def test_more_cpu_workers_than_the_machine_can_hold_are_refused_before_any_starts(monkeypatch):
     monkeypatch.setattr(ch3, "_cpu_count", lambda: 2)
     started = []
-    monkeypatch.setattr(ch3, "free_port", lambda: started.append(1) or 0)
+    monkeypatch.setattr(ch3, "rendezvous_socket", lambda: started.append(1) or 0)
     with pytest.raises(CourseError, match="use at most 4"):
         ch3.Workers(64, backend="gloo")
     assert not started

@@ -80,6 +80,16 @@ class WorkerError(DistributedError):
         self.rank, self.worker_traceback, self.exc_type = rank, worker_traceback, exc_type
 
 
+class CollectiveTimeoutError(WorkerError):
+    """Ranks waited in a collective that other ranks never joined; ``ranks`` are the ones that
+    did not join (``waiting`` the ones that gave up waiting)."""
+
+    def __init__(self, message: str, rank: int, worker_traceback: str = "",
+                 exc_type: str = "", ranks: Sequence[int] = (), waiting: Sequence[int] = ()):
+        super().__init__(message, rank, worker_traceback, exc_type)
+        self.ranks, self.waiting = tuple(ranks), tuple(waiting)
+
+
 class WorkerTimeoutError(DistributedError):
     """Ranks did not answer within the timeout."""
 
@@ -140,11 +150,21 @@ def threads_per_worker(workers: int, backend: str) -> int:
     return 1
 
 
-def free_port() -> int:
-    """A TCP port that is free on the loopback address right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+def rendezvous_socket() -> socket.socket:
+    """A listening TCP socket on the loopback address only, at a port the system picks.
+
+    Rank 0 serves the rendezvous store on this very socket (``TCPStore(master_listen_fd=)``):
+    the store would otherwise bind every interface, and a port picked here but bound later
+    could be taken by another program in between.
+    """
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
         s.bind((MASTER_ADDR, 0))
-        return s.getsockname()[1]
+        s.listen(socket.SOMAXCONN)
+    except OSError:
+        s.close()
+        raise
+    return s
 
 
 def loopback_interface() -> str | None:
@@ -261,9 +281,45 @@ def _describe_exception(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}".strip()
 
 
+def _is_collective_timeout(exc: BaseException) -> bool:
+    """Whether a task failed because a collective (or a send/recv) waited longer than the
+    group's timeout: gloo and NCCL raise a RuntimeError that says so."""
+    if not isinstance(exc, RuntimeError):
+        return False
+    text = str(exc).lower()
+    if "timed out" not in text and "timeout" not in text:
+        return False
+    # DDP's all-reduces fail inside autograd, outside torch.distributed's frames: the
+    # backend's name in the text tells those apart from a task's own timeouts.
+    in_dist = any(f"{os.sep}distributed{os.sep}" in frame.filename
+                  for frame in traceback.extract_tb(exc.__traceback__))
+    return in_dist or "gloo" in text or "nccl" in text or isinstance(exc, getattr(dist, "DistError", ()))
+
+
+def _error_message(rank: int, exc: BaseException) -> tuple:
+    """What a worker sends when its task raised: the error, its trace and its kind."""
+    kind = "timeout" if _is_collective_timeout(exc) else "error"
+    return ("error", rank, _describe_exception(exc), traceback.format_exc(), kind)
+
+
+def _loopback_store(rank: int, world_size: int, port: int, listener: socket.socket | None,
+                    timeout_s: float) -> dist.TCPStore:
+    """The rendezvous store on 127.0.0.1 only: rank 0 serves it on the socket the parent bound
+    (``listener``), the other ranks connect to it."""
+    timeout = datetime.timedelta(seconds=timeout_s)
+    if rank == 0:
+        # The store owns the descriptor from now on and closes it itself: detach, so that
+        # Python does not close it a second time.
+        return dist.TCPStore(MASTER_ADDR, port, world_size, is_master=True, timeout=timeout,
+                             master_listen_fd=listener.detach())
+    return dist.TCPStore(MASTER_ADDR, port, world_size, is_master=False, timeout=timeout)
+
+
 def _init_worker(rank: int, world_size: int, port: int, backend: str, threads: int,
-                 timeout_s: float, local_rank: int | None = None) -> WorkerContext:
-    """Join the process group the way a torchrun worker does (env:// rendezvous)."""
+                 timeout_s: float, local_rank: int | None = None,
+                 listener: socket.socket | None = None) -> WorkerContext:
+    """Join the process group with torchrun's environment (RANK, MASTER_PORT, ...), through a
+    rendezvous store that listens on the loopback address only."""
     local_rank = rank if local_rank is None else local_rank
     os.environ.update(MASTER_ADDR=MASTER_ADDR, MASTER_PORT=str(port), RANK=str(rank),
                       WORLD_SIZE=str(world_size), LOCAL_RANK=str(local_rank),
@@ -273,16 +329,22 @@ def _init_worker(rank: int, world_size: int, port: int, backend: str, threads: i
         if lo:
             os.environ["GLOO_SOCKET_IFNAME"] = lo
     torch.set_num_threads(threads)
-    device = _join_group(backend, local_rank, timeout_s)
+    store = _loopback_store(rank, world_size, port, listener, timeout_s)
+    device = _join_group(backend, local_rank, timeout_s, store=store, rank=rank,
+                         world_size=world_size)
     return WorkerContext(rank=rank, world_size=world_size, local_rank=local_rank,
                          backend=backend, device=device, threads=threads, pid=os.getpid())
 
 
-def _join_group(backend: str, local_rank: int, timeout_s: float) -> str:
-    """Bind this process to its GPU (NCCL: one per local rank) and join the process group;
-    returns the torch device string. Shared by our workers and by torchrun's."""
+def _join_group(backend: str, local_rank: int, timeout_s: float, store=None, rank: int = -1,
+                world_size: int = -1) -> str:
+    """Bind this process to its GPU (NCCL: one per local rank) and join the process group
+    (through ``store`` when given, else torchrun's env:// rendezvous); returns the torch
+    device string. Shared by our workers and by torchrun's."""
     device = "cpu"
     kwargs = {"backend": backend, "timeout": datetime.timedelta(seconds=timeout_s)}
+    if store is not None:
+        kwargs.update(store=store, rank=rank, world_size=world_size)
     if backend == "nccl":
         torch.cuda.set_device(local_rank)
         device = f"cuda:{local_rank}"
@@ -351,13 +413,15 @@ def function_payload(fn: Callable):
 
 
 def _worker_main(rank: int, world_size: int, port: int, backend: str, threads: int,
-                 timeout_s: float, conn, parent_pid: int) -> None:
+                 timeout_s: float, conn, parent_pid: int,
+                 listener: socket.socket | None = None) -> None:
     """Entry point of a spawned worker: join the group, then run tasks until told to stop."""
     threading.Thread(target=_parent_watch, args=(parent_pid,), daemon=True).start()
     try:
-        ctx = _init_worker(rank, world_size, port, backend, threads, timeout_s)
+        ctx = _init_worker(rank, world_size, port, backend, threads, timeout_s,
+                           listener=listener)
     except BaseException as exc:
-        conn.send(("error", rank, _describe_exception(exc), traceback.format_exc()))
+        conn.send(_error_message(rank, exc))
         return
     conn.send(("ready", rank, ctx.info()))
     while True:
@@ -374,7 +438,7 @@ def _worker_main(rank: int, world_size: int, port: int, backend: str, threads: i
             conn.send(("ok", rank, result))
         except BaseException as exc:
             try:
-                conn.send(("error", rank, _describe_exception(exc), traceback.format_exc()))
+                conn.send(_error_message(rank, exc))
             except Exception:
                 break
     try:
@@ -430,17 +494,22 @@ class Workers:
         self.closed = False
         self.infos: list[dict] = []
         ctx = torch.multiprocessing.get_context("spawn")
-        port = free_port()
+        listener = rendezvous_socket()
+        self.port = listener.getsockname()[1]  # MASTER_PORT, on 127.0.0.1 only
         self._procs, self._conns = [], []
-        for rank in range(n):
-            parent_end, child_end = ctx.Pipe()
-            p = ctx.Process(target=_worker_main, name=f"gpucourse-rank{rank}", daemon=True,
-                            args=(rank, n, port, self.backend, self.threads,
-                                  self.collective_timeout_s, child_end, os.getpid()))
-            p.start()
-            child_end.close()
-            self._procs.append(p)
-            self._conns.append(parent_end)
+        try:
+            for rank in range(n):
+                parent_end, child_end = ctx.Pipe()
+                p = ctx.Process(target=_worker_main, name=f"gpucourse-rank{rank}", daemon=True,
+                                args=(rank, n, self.port, self.backend, self.threads,
+                                      self.collective_timeout_s, child_end, os.getpid(),
+                                      listener if rank == 0 else None))
+                p.start()  # spawn hands rank 0 a duplicate of the listening socket
+                child_end.close()
+                self._procs.append(p)
+                self._conns.append(parent_end)
+        finally:
+            listener.close()  # rank 0's copy keeps the port
         atexit.register(self.close)
         self.infos = self._gather("start-up", startup_timeout_s, expect="ready")
 
@@ -501,7 +570,7 @@ class Workers:
 
     def _gather(self, what: str, timeout_s: float, expect: str) -> list:
         results: dict[int, Any] = {}
-        errors: dict[int, tuple[str, str]] = {}
+        errors: dict[int, tuple[str, str, str]] = {}  # rank: (error, traceback, kind)
         dead: list[int] = []
         deadline = time.monotonic() + timeout_s
         grace_until = None
@@ -511,9 +580,10 @@ class Workers:
                        and r not in dead]
             if dead:
                 self._died(dead, what)
-            if not pending or (errors and grace_until and time.monotonic() >= grace_until):
+            now = time.monotonic()
+            if not pending or (errors and now >= min(grace_until, deadline)):
                 break
-            remaining = deadline - time.monotonic()
+            remaining = deadline - now
             if remaining <= 0:
                 self.abort()
                 raise WorkerTimeoutError(
@@ -539,13 +609,23 @@ class Workers:
                     dead.append(rank)
                     continue
                 if msg[0] == "error":
-                    errors[rank] = (msg[2], msg[3])
-                    grace_until = grace_until or time.monotonic() + _GRACE_S
+                    kind = msg[4] if expect == "ok" else "error"  # start-up has no collectives
+                    errors[rank] = (msg[2], msg[3], kind)
+                    # The other ranks inside the same collective time out too, up to one
+                    # collective timeout later (they may have entered it later): wait for
+                    # them, so that the ranks still missing are those that never joined it.
+                    # An error of another kind is the cause: a short grace for a dead peer.
+                    wait = _GRACE_S + (self.collective_timeout_s if kind == "timeout" else 0.0)
+                    grace_until = min(grace_until or math.inf, time.monotonic() + wait)
                 elif msg[0] == expect:
                     results[rank] = msg[2]
+        if errors and all(kind == "timeout" for _, _, kind in errors.values()):
+            self.abort()
+            raise self._timeout_error(what, errors, sorted(results), pending)
         if errors:
-            rank = min(errors)
-            text, tb = errors[rank]
+            # A task's own error comes first: the timeouts of the others follow from it.
+            rank = min((r for r, (_, _, kind) in errors.items() if kind != "timeout"))
+            text, tb, _ = errors[rank]
             self.abort()
             first = rank if len(errors) == 1 else f"{rank} (and {len(errors) - 1} more)"
             raise WorkerError(
@@ -553,6 +633,42 @@ class Workers:
                 f"(start new workers with ch3.workers({self.n})).",
                 rank=rank, worker_traceback=tb, exc_type=text.split(":")[0])
         return [results[r] for r in range(self.n)]
+
+    def _timeout_error(self, what: str, errors: dict, finished: list[int],
+                       busy: list[int]) -> CollectiveTimeoutError:
+        """The error for ranks that timed out in a collective, naming the ranks that never
+        joined it: those that finished the task, and those still busy in it."""
+        waiting = sorted(errors)
+        text, tb, _ = errors[waiting[0]]
+
+        def ranks(rs):
+            return f"rank{'s' if len(rs) > 1 else ''} {', '.join(map(str, rs))}"
+
+        def who(rs):  # the ranks' numbers once: "it"/"they" when they are named already
+            return ranks(rs) if finished and busy else ("it" if len(rs) == 1 else "they")
+
+        missing = []
+        if finished:
+            missing.append(f"{who(finished)} finished the task without calling it")
+        if busy:
+            missing.append(f"{who(busy)} {'was' if len(busy) == 1 else 'were'} still busy "
+                           "elsewhere in the task")
+        if missing:
+            absent = ranks(sorted(finished + busy))
+            what_happened = (f"waited {self.collective_timeout_s:g} s in a collective of {what} "
+                             f"that {absent} never joined ({' and '.join(missing)})")
+        else:
+            what_happened = (f"waited {self.collective_timeout_s:g} s in collectives of {what} "
+                             "and every rank timed out, so they called different collectives "
+                             "or the same ones in a different order")
+        slow = (f", or give a slow rank more time with ch3.Workers({self.n}, "
+                "collective_timeout_s=...)" if busy else "")
+        message = (f"worker {ranks(waiting)} {what_happened}; make every rank call the same "
+                   "collectives in the same order (look for one inside an `if` on the rank)"
+                   f"{slow}, then start new workers with ch3.workers({self.n}).")
+        return CollectiveTimeoutError(message, rank=waiting[0], worker_traceback=tb,
+                                      exc_type=text.split(":")[0],
+                                      ranks=sorted(finished + busy), waiting=waiting)
 
     def _died(self, ranks: list[int], what: str):
         ranks = sorted(set(ranks))
