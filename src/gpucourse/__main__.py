@@ -19,9 +19,14 @@ def main(argv=None) -> int:
         from .doctor import main as doctor_main
 
         return doctor_main()
+    from .errors import CourseError
     from .runner import main as run_main
 
-    return run_main(chapters=args.chapter, out=args.out)
+    try:
+        return run_main(chapters=args.chapter, out=args.out)
+    except CourseError as exc:  # a bad --out: one sentence, not a traceback
+        print(f"python -m gpucourse run: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -7,16 +7,50 @@ before a session to see what the learners' GPUs (or CPUs) will show.
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import html
 import importlib
 import json
 import pathlib
 import sys
+import tempfile
 import time
 import traceback
 
 from . import device, reference
+from .errors import CourseError
 from .experiments import CHAPTERS
+
+
+class OutputFolderError(CourseError):
+    """The report's folder cannot be created or written to."""
+
+
+def _cannot_write(out: pathlib.Path, exc: OSError) -> OutputFolderError:
+    """One sentence: which folder, why (a file in the way, no permission, ...), what to do."""
+    blocker = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        why = ("it is a file, not a folder" if blocker == out else
+               f"{blocker} is a file, so no folder can be made inside it")
+    elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        why = "no permission to write there"
+    else:
+        why = (exc.strerror or str(exc)).lower()
+    return OutputFolderError(f"cannot write the report into {out}: {why}; choose a folder you can "
+                             "write to with --out (e.g. --out results).")
+
+
+def prepare_output(out) -> pathlib.Path:
+    """``out`` as a folder that exists and takes new files, made if needed; checked before any
+    chapter runs, so that a bad ``--out`` fails at once and not after minutes of measuring."""
+    out = pathlib.Path(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".gpucourse-write-test-"):
+            pass
+    except OSError as exc:
+        raise _cannot_write(out, exc) from None
+    return out
 
 
 def _chapter_modules(n: int):
@@ -40,10 +74,9 @@ def available_chapters() -> list[int]:
 
 def run(chapters=None, out="results", quick: bool = True, stream=sys.stderr) -> dict:
     """Run the chapters, write the report into ``out``, return the report dict."""
+    out = prepare_output(out)
     from tqdm.auto import tqdm
 
-    out = pathlib.Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     todo = chapters or available_chapters()
     info = device.describe()
     report = {"format": "gpucourse-report", "date": _dt.datetime.now().isoformat(timespec="seconds"),
@@ -76,8 +109,11 @@ def run(chapters=None, out="results", quick: bool = True, stream=sys.stderr) -> 
         entry["seconds"] = round(time.perf_counter() - t0, 2)
         bar.update(1)
     bar.close()
-    (out / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
-    (out / "index.html").write_text(summary_html(report), encoding="utf-8")
+    try:  # the folder took a file before the chapters ran, but a disk can fill up meanwhile
+        (out / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
+        (out / "index.html").write_text(summary_html(report), encoding="utf-8")
+    except OSError as exc:
+        raise _cannot_write(out, exc) from None
     return report
 
 
