@@ -22,6 +22,7 @@ import numpy as np
 
 from .. import models, specs
 from ..device import to_host
+from ..errors import DeviceError
 from . import Exercise
 
 
@@ -279,8 +280,8 @@ def check_loss_scaler(scaler_class, number: str = "6.2",
                             f"{why}.")
                         # Against the true gradient the error is FP16's rounding of the scaled
                         # values: 2^-11 relative where they are normal, more for the few
-                        # subnormal ones; 1 % is far above it, and an unscaled gradient is off
-                        # by the scale (a factor of 2^7 or more here).
+                        # subnormal ones (5.2e-4 at most in this script); 1 % is far above it,
+                        # and a gradient left scaled is off by the scale (2^7 at least here).
                         rel = float((gk - tk).norm() / tk.norm())
                         assert rel < 1e-2, (f"step {step}: gradient {k} differs from the true "
                                             f"gradient by {rel:.2%}; divide by the scale.")
@@ -496,8 +497,8 @@ def _run_probe(dev: str, int_mm) -> Int8GemmProbe:
     total = exact.size
     fallback = to_host(_int8_float64_mm(a.to(dev), b.to(dev))).astype(np.int64)
     if not np.array_equal(fallback, exact):  # cannot happen with IEEE float64; say so if it does
-        raise AssertionError(f"float64 products of INT8 values are not exact on this {dev}: its "
-                             "matmul is broken; run the course on another device.")
+        raise DeviceError(f"float64 products of INT8 values are not exact on this {dev}: its "
+                          "matmul is broken; run the course on another device.")
     if int_mm is None:
         return Int8GemmProbe(dev, "fails", 0, total, 0, "this PyTorch has no torch._int_mm")
     try:
