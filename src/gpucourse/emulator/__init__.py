@@ -3,7 +3,10 @@
 It checks correctness, not speed. The same ``.cu`` source is compiled with the system
 C++ compiler and a prelude (``cuda_emu.h``) that defines the CUDA built-ins; the library
 is cached by a hash of source and flags in ``$GPUCOURSE_CACHE`` (default: the user's cache
-folder, ``~/.cache/gpucourse``). A launch runs block after block; the threads of a block
+folder, ``~/.cache/gpucourse``), made with mode 0700; one that another user owns or could
+write is refused (the default then gives way to a fresh private temporary folder, with a
+warning), and a cached file loads only if it matches the sha256 recorded when it was built
+(else it is rebuilt, with a warning). A launch runs block after block; the threads of a block
 are fibers that switch at ``__syncthreads``, warp functions and exit, so a kernel missing
 a barrier gives a wrong answer here as it would on a GPU. Shared memory and the arrays of
 :func:`empty` are poisoned (all bytes 0xFF: NaN for floats, -1 for ints). A warp function

@@ -1,17 +1,28 @@
 """Compiling CUDA C for the CPU emulator (cached), loading it, and running launches."""
 from __future__ import annotations
 
+import atexit
+import contextlib
 import ctypes
+import errno
 import functools
 import hashlib
 import os
 import re
+import shlex
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
 import threading
+import warnings
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: builds of one entry are not serialized between processes
+    fcntl = None
 
 import numpy as np
 
@@ -28,6 +39,8 @@ SHARED_MEM_LIMIT = 48 * 1024
 #: Stack of each emulated thread, in KB (override with GPUCOURSE_EMU_STACK_KB).
 DEFAULT_STACK_KB = 32
 ORDERS = {"forward": 0, "reverse": 1, "shuffle": 2}
+# Part of every cache key: entries written before builds recorded their digest are never read.
+CACHE_FORMAT = 2
 
 # -O2 because the emulator is also a teaching tool for speed-ups on the CPU side; no strict
 # aliasing because CUDA code reinterprets float* as float4* freely.
@@ -40,46 +53,134 @@ _loaded: dict[str, "Library"] = {}
 
 # --------------------------------------------------------------------------- toolchain
 
+class _UnsafeFolder(Exception):
+    """A cache folder that others could write: code planted there would run as this user."""
+
+    def __init__(self, folder: Path, why: str):
+        super().__init__(f"{folder} {why}")
+        self.folder, self.why = folder, why
+
+
+def _unsafe(folder: Path) -> str:
+    """Why ``folder`` may not hold code this process loads, or '' when it may."""
+    st = os.stat(folder)
+    if not stat.S_ISDIR(st.st_mode):
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(folder))
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        return "belongs to another user"
+    if st.st_mode & 0o022:
+        return "is writable by other users"
+    return ""
+
+
+def _private_folder(root: Path) -> Path:
+    """``root/emulator``, each created with mode 0700 where missing and checked where not."""
+    for folder in (root, root / "emulator"):
+        try:
+            folder.mkdir(mode=0o700, parents=folder is root)
+        except FileExistsError:
+            pass
+        why = _unsafe(folder)
+        if why:
+            raise _UnsafeFolder(folder, why)
+    return root / "emulator"
+
+
+_fallback: list[Path] = []  # this process's private temporary cache, once made
+
+
+def _remove_fallback(root: Path, pid: int) -> None:
+    if os.getpid() == pid:  # not in a forked child, which shares the folder
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _fallback_dir(reason: str) -> Path:
+    with _lock:
+        if not _fallback:
+            root = Path(tempfile.mkdtemp(prefix="gpucourse-"))  # mode 0700, a fresh name
+            atexit.register(_remove_fallback, root, os.getpid())
+            _fallback.append(_private_folder(root))
+            warnings.warn(f"{reason}; the emulator builds kernels in {root} for this session "
+                          f"instead (set GPUCOURSE_CACHE to a folder of your own to keep them).",
+                          stacklevel=3)
+        return _fallback[0]
+
+
 def cache_dir() -> Path:
-    """Folder of compiled emulator libraries: $GPUCOURSE_CACHE, else the user's cache folder."""
-    root = os.environ.get("GPUCOURSE_CACHE")
-    if not root:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        root = os.path.join(base, "gpucourse")
-    path = Path(root) / "emulator"
+    """Folder of compiled emulator libraries: $GPUCOURSE_CACHE, else the user's cache folder.
+
+    The folder is created with mode 0700; one that another user owns or could write is
+    refused, since a library planted there would run here: $GPUCOURSE_CACHE then raises
+    DeviceError, the default folder gives way to a fresh private temporary folder.
+    """
+    chosen = os.environ.get("GPUCOURSE_CACHE")
+    if chosen:
+        try:
+            return _private_folder(Path(chosen))
+        except _UnsafeFolder as exc:
+            raise DeviceError(
+                f"The emulator's cache folder {exc.folder} (GPUCOURSE_CACHE) {exc.why}, so a "
+                f"library planted there could run as you: set GPUCOURSE_CACHE to a folder of "
+                f"your own that only you can write (chmod 700).") from None
+        except OSError as exc:
+            raise DeviceError(
+                f"The emulator cannot create its cache folder {chosen} (GPUCOURSE_CACHE: "
+                f"{exc.strerror or exc}); set GPUCOURSE_CACHE to a folder you can write.") from None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    root = Path(base) / "gpucourse"
     try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError:  # a read-only home: fall back to the temporary folder
-        path = Path(tempfile.gettempdir()) / f"gpucourse-{os.getuid()}" / "emulator"
-        path.mkdir(parents=True, exist_ok=True)
-    return path
+        return _private_folder(root)
+    except _UnsafeFolder as exc:
+        return _fallback_dir(f"The emulator's cache folder {exc.folder} {exc.why}, so it is "
+                             f"not used")
+    except OSError as exc:  # a read-only home
+        return _fallback_dir(f"The emulator cannot create its cache folder {root} "
+                             f"({exc.strerror or exc})")
 
 
 def compiler(fresh: bool = False) -> tuple[str, str]:
-    """(path, identity) of the C++ compiler: $CXX, else g++, c++ or clang++ on PATH.
+    """(command, identity) of the C++ compiler: $CXX, else g++, c++ or clang++ on PATH.
 
-    ``fresh`` looks again instead of using what this process found before (``doctor``)."""
+    $CXX may start with launcher words (``ccache g++``, ``env FOO=1 clang++``), split as a
+    shell would. ``fresh`` looks again instead of using what this process found before
+    (``doctor``)."""
     find = _compiler.__wrapped__ if fresh else _compiler
-    return find(os.environ.get("CXX"))
+    words, identity = find(os.environ.get("CXX"))
+    return shlex.join(words) if len(words) > 1 else words[0], identity
+
+
+def _compiler_words() -> tuple[str, ...]:
+    """The compiler command as a list of arguments (launcher words first)."""
+    return _compiler(os.environ.get("CXX"))[0]
 
 
 @functools.lru_cache(maxsize=None)
-def _compiler(cxx_env: str | None) -> tuple[str, str]:
+def _compiler(cxx_env: str | None) -> tuple[tuple[str, ...], str]:
     # Cached per $CXX, so that setting CXX in a running notebook takes effect.
-    cxx = cxx_env or shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
-    if not cxx:
+    words: tuple[str, ...] = ()
+    if cxx_env and cxx_env.strip():
+        try:
+            words = tuple(shlex.split(cxx_env))
+        except ValueError as exc:
+            raise DeviceError(f"CXX={cxx_env!r} cannot be read as a command ({exc}); set CXX "
+                              f"to a compiler, e.g. g++ or 'ccache g++'.") from None
+    else:
+        found = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
+        words = (found,) if found else ()
+    if not words:
         raise DeviceError(
             "The CPU emulator needs a C++ compiler and none was found: install g++ "
             "(Debian/Ubuntu: apt install g++; conda: conda install -c conda-forge cxx-compiler; "
             "macOS: xcode-select --install).")
+    cxx = shlex.join(words) if len(words) > 1 else words[0]
     try:
-        version = subprocess.run([cxx, "--version"], capture_output=True, text=True,
+        version = subprocess.run([*words, "--version"], capture_output=True, text=True,
                                  timeout=30).stdout.strip().splitlines()[0]
-        machine = subprocess.run([cxx, "-dumpmachine"], capture_output=True, text=True,
+        machine = subprocess.run([*words, "-dumpmachine"], capture_output=True, text=True,
                                  timeout=30).stdout.strip()
     except (OSError, IndexError, subprocess.SubprocessError) as exc:
         raise DeviceError(f"The C++ compiler {cxx} does not run ({exc}); set CXX to a working one.")
-    return cxx, f"{version} {machine}"
+    return words, f"{version} {machine}"
 
 
 def _kernel_flags() -> tuple[str, ...]:
@@ -105,32 +206,103 @@ def switch_kind_requested() -> str:
 
 def _hash(*parts) -> str:
     h = hashlib.sha256()
-    for p in parts:
+    for p in (CACHE_FORMAT, *parts):
         h.update(p if isinstance(p, bytes) else repr(p).encode())
         h.update(b"\0")
     return h.hexdigest()[:24]
 
 
-def _compile(cmd: list[str], out: Path, filename: str, source: str | None = None) -> None:
-    """Run the compiler into a temporary file and rename it, so parallel builds never clash."""
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    # LC_ALL=C: plain ASCII quotes in messages.
-    proc = subprocess.run(cmd + ["-o", str(tmp)], capture_output=True, text=True,
-                          env={**os.environ, "LC_ALL": "C"})
-    if proc.returncode != 0:
+def _file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _digest_file(path: Path) -> Path:
+    """The sidecar that records the sha256 of cache entry ``path`` when it was built."""
+    return path.with_name(path.name + ".sha256")
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
         tmp.unlink(missing_ok=True)
+
+
+def _entry_problem(path: Path) -> str | None:
+    """None for an entry that matches its recorded digest, '' for a missing one, else what
+    is wrong with it."""
+    if not path.exists():
+        return ""
+    if path.stat().st_size == 0:
+        return "is empty"
+    try:
+        recorded = _digest_file(path).read_text().strip()
+    except OSError:
+        return "has no recorded digest"
+    if recorded != _file_digest(path):
+        return "does not match the digest recorded when it was built (truncated or changed)"
+    return None
+
+
+@contextlib.contextmanager
+def _entry_lock(path: Path):
+    """Hold the build of cache entry ``path`` for this thread and process alone."""
+    if fcntl is None:
+        yield
+        return
+    fd = os.open(path.with_name(f".{path.name}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _cached(out: Path, build) -> str:
+    """The sha256 of cache entry ``out``, after ``build(tmp)`` made it where it was missing
+    or did not match its recorded digest (never trusted: rebuilt with a warning).
+
+    ``build`` writes a temporary file that is renamed into place, and the digest is
+    recorded after it, so a crash mid-build leaves no entry that passes the check.
+    """
+    with _entry_lock(out):
+        problem = _entry_problem(out)
+        if problem is None:
+            return _file_digest(out)
+        if problem:
+            warnings.warn(f"The emulator's cached build {out.name} {problem}; rebuilding it.",
+                          stacklevel=3)
+            out.unlink(missing_ok=True)
+        tmp = out.with_name(f".{out.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        try:
+            build(tmp)
+            digest = _file_digest(tmp)
+            os.replace(tmp, out)
+        finally:
+            tmp.unlink(missing_ok=True)
+        _write_atomically(_digest_file(out), digest.encode() + b"\n")
+        return digest
+
+
+def _compile(cmd: list[str], out: Path, filename: str, source: str | None = None) -> None:
+    """Run the compiler command ``cmd`` with output ``out``; CompileError if it fails."""
+    # LC_ALL=C: plain ASCII quotes in messages.
+    proc = subprocess.run([*_compiler_words(), *cmd, "-o", str(out)], capture_output=True,
+                          text=True, env={**os.environ, "LC_ALL": "C"})
+    if proc.returncode != 0:
         err = CompileError(explain_compiler_errors(proc.stderr, filename, source))
         err.log = proc.stderr
         raise err
-    os.replace(tmp, out)
 
 
 def _object(source: Path, flags: tuple[str, ...], tag: str) -> Path:
-    cxx, ident = compiler()
+    _, ident = compiler()
     key = _hash(source.read_bytes(), PRELUDE.read_bytes(), flags, ident)
     out = cache_dir() / f"{tag}-{key}.o"
-    if not out.exists():
-        _compile([cxx, *flags, "-I", str(HERE), "-c", str(source)], out, source.name)
+    _cached(out, lambda tmp: _compile([*flags, "-I", str(HERE), "-c", str(source)], tmp,
+                                      source.name))
     return out
 
 
@@ -205,13 +377,45 @@ def _cuda_rule(msg: str, code: str, source: str | None) -> str:
     return ""
 
 
+_UNCLOSED = re.compile(r"^expected '}'(?: at end of input)?$")
+
+
+def _unclosed_brace(lines: list[str], filename: str, source: str | None) -> str:
+    """The sentence for a '{' of the kernel file that is never closed, or ''.
+
+    The compiler meets the end of it only in the entry points appended after the kernel
+    source, which then give errors of their own first (an `extern "C"` inside a function)."""
+    for i, text in enumerate(lines):
+        m = _ERROR.match(text)
+        if not m or not _UNCLOSED.match(m.group("msg")) or \
+                os.path.basename(m.group("file")) == filename:
+            continue
+        for note in lines[i + 1:]:
+            o = re.match(rf"^{re.escape(filename)}:(\d+):(?:\d+:)? note: to match this '{{'", note)
+            if o:
+                code = source_line(source, o.group(1))
+                return (f"{filename} line {o.group(1)}: expected '}}' at end of input (to match "
+                        f"the '{{' on this line)" + (f"\n    {code}" if code else ""))
+            if _ERROR.match(note):
+                break
+        return f"{filename}: expected '}}' at end of input (a '{{' is never closed)"
+    return ""
+
+
 def explain_compiler_errors(log: str, filename: str, source: str | None = None) -> str:
-    """The first useful error of a g++/clang log, located in the kernel file's own lines."""
+    """The first useful error of a g++/clang log, located in the kernel file's own lines.
+
+    An error the course's own code after the kernel source gives because the kernel left a
+    '{' open is passed over for the compiler's "expected '}' at end of input"."""
     lines = log.splitlines()
     for i, text in enumerate(lines):
         m = _ERROR.match(text)
         if not m:
             continue
+        if os.path.basename(m.group("file")) != filename:
+            unclosed = _unclosed_brace(lines, filename, source)
+            if unclosed:
+                return unclosed
         msg = m.group("msg").replace("static assertion failed: ", "")
         if os.path.basename(m.group("file")) == filename:
             code = source_line(source, m.group("line"))
@@ -262,7 +466,7 @@ def build_library(source: str, *, filename: str = "kernel.cu", defines: dict | N
     kernels = find_kernels(source, filename)
     tu = translation_unit(source, filename, defines, kernels)
     switch = switch or switch_kind_requested()
-    cxx, ident = compiler()
+    _, ident = compiler()
     runtime = runtime_object(switch)
     extras = [_object(Path(p), BASE_FLAGS + tuple(extra_source_flags), "extra")
               for p in extra_sources]
@@ -274,22 +478,25 @@ def build_library(source: str, *, filename: str = "kernel.cu", defines: dict | N
             return _loaded[key]
     stem = re.sub(r"[^A-Za-z0-9_]", "_", Path(filename).stem)[:40] or "kernel"
     so = cache_dir() / f"{stem}-{key}.so"
-    if not so.exists():
-        cpp = cache_dir() / f"{stem}-{key}.cpp"
-        tmp = cpp.with_name(f".{cpp.name}.{os.getpid()}.tmp")
-        tmp.write_text(tu)
-        os.replace(tmp, cpp)
-        _compile([cxx, *flags, "-I", str(HERE), "-shared", str(cpp), str(runtime),
-                  *map(str, extras), *_link_flags()], so, filename, source)
-    lib = Library(so, filename, kernels, switch)
+
+    def link(tmp: Path) -> None:
+        cpp = so.with_suffix(".cpp")
+        _write_atomically(cpp, tu.encode())
+        _compile([*flags, "-I", str(HERE), "-shared", str(cpp), str(runtime),
+                  *map(str, extras), *_link_flags()], tmp, filename, source)
+
+    digest = _cached(so, link)
+    lib = Library(so, filename, kernels, switch, digest=digest)
     with _lock:
         return _loaded.setdefault(key, lib)
 
 
 @functools.lru_cache(maxsize=64)
-def _shared_symbols(path: Path) -> dict[str, int] | None:
+def _shared_symbols(path: Path, digest: str | None = None) -> dict[str, int] | None:
     """{symbol: bytes} of the variables in the "gcshared" section of a 64-bit little-endian
-    ELF library (every static ``__shared__`` variable), or None for another format."""
+    ELF library (every static ``__shared__`` variable), or None for another format.
+
+    ``digest`` (the library's sha256) keeps a rebuilt library from getting an old answer."""
     import struct
 
     try:
@@ -320,18 +527,26 @@ def _shared_symbols(path: Path) -> dict[str, int] | None:
     return out
 
 
-def _reopen(path, filename, kernels, switch):
-    return Library(path, filename, kernels, switch)
+def _reopen(path, filename, kernels, switch, digest=None):
+    return Library(path, filename, kernels, switch, digest=digest)
 
 
 class Library:
-    """An emulator build of one CUDA C source: its kernels, ready to launch."""
+    """An emulator build of one CUDA C source: its kernels, ready to launch.
 
-    def __init__(self, path, filename: str, kernels, switch: str = "auto"):
+    With ``digest`` (its sha256 when built) the file is checked against it before it loads.
+    """
+
+    def __init__(self, path, filename: str, kernels, switch: str = "auto", *,
+                 digest: str | None = None):
         self.path = Path(path)
         self.filename = filename
         self.kernels = {k.name: k for k in kernels}
         self.switch = switch
+        self.digest = digest
+        if digest is not None and _file_digest(self.path) != digest:
+            raise DeviceError(f"The emulator's build {self.path} changed after it was built; "
+                              f"run the cell again to rebuild it.")
         self._dll = dll = ctypes.CDLL(str(self.path))
         dll.gcemu_launch.restype = ctypes.c_int
         dll.gcemu_launch.argtypes = [
@@ -347,7 +562,8 @@ class Library:
                          for name in self.kernels}
 
     def __reduce__(self):
-        return _reopen, (str(self.path), self.filename, tuple(self.kernels.values()), self.switch)
+        return _reopen, (str(self.path), self.filename, tuple(self.kernels.values()), self.switch,
+                         self.digest)
 
     def __repr__(self) -> str:
         return f"<emulator library {self.filename}: {', '.join(self.kernels)}>"
@@ -366,7 +582,7 @@ class Library:
         """Bytes of static ``__shared__`` memory a block of kernel ``name`` may use: its own
         arrays, and those of the file's ``__device__`` functions and file scope (which kernel
         calls which is not known here, so every kernel is charged with them)."""
-        sizes = _shared_symbols(self.path)
+        sizes = _shared_symbols(self.path, self.digest)
         if sizes is None:  # not ELF: the whole file's
             return self.static_shared_bytes
         total = 0

@@ -398,12 +398,30 @@ def _mark_returns(code: str) -> str:
     return code
 
 
+def _keep_static_shared(code: str) -> str:
+    # The host compiler drops a static __shared__ variable that it can prove unused (or only
+    # written); marked `used` it stays in the library, so that the 48 KB check counts every
+    # array the source declares, not only those the optimizer kept.
+    text = strip_comments(code, blank_strings=True)
+    hits = []
+    for m in re.finditer(r"\b(?:__shared__|GCEMU_SHARED_ARRAY)\b", text):
+        line = text[text.rfind("\n", 0, m.start()) + 1:m.start()].lstrip()
+        if line.startswith("#") and not re.match(r"#\s*define\b", line):
+            continue  # #ifdef __shared__ and the like
+        if not re.search(r"\bextern\s+$", text[max(0, m.start() - 40):m.start()]):
+            hits.append(m.start())
+    for pos in reversed(hits):
+        code = code[:pos] + "__attribute__((used)) " + code[pos:]
+    return code
+
+
 def rewrite_for_emulator(code: str) -> str:
     """Make ``code`` compile on the host without changing its line numbers.
 
     - ``extern __shared__ T name[];`` names the runtime's dynamic shared buffer;
     - ``__shared__ T name[N];`` becomes ``GCEMU_SHARED_ARRAY(T, name, [N]);`` (the race
-      detector's build puts guard bytes after it);
+      detector's build puts guard bytes after it); every static ``__shared__`` variable is
+      marked ``used``, so that the compiler keeps it even where it is never read;
     - a ``__constant__`` variable without an initializer gets ``= {}`` (the prelude makes
       it ``const``, so that device code cannot write it);
     - a kernel's ``return;`` becomes ``return __gcemu_return();``, which tells the runtime;
@@ -415,9 +433,10 @@ def rewrite_for_emulator(code: str) -> str:
     code = re.sub(r"\bstatic(\s+)__shared__\b", r"\1__shared__", code)  # the macro adds static
     code = _STATIC_SHARED_ARRAY.sub(
         lambda m: f"GCEMU_SHARED_ARRAY({m.group(1)}, {m.group(2)}, {m.group(3).strip()});", code)
-    return _EXTERN_SHARED.sub(
+    code = _EXTERN_SHARED.sub(
         lambda m: ("extern __attribute__((visibility(\"hidden\"))) " + m.group(1)
                    + " __asm__(\"__gcemu_dynamic_shared_buf\");"), code)
+    return _keep_static_shared(code)
 
 
 def define_lines(defines: dict | None) -> list[str]:
