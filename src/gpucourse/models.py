@@ -1,9 +1,10 @@
 """Analytic models of GPU behaviour: occupancy, memory sectors, bank conflicts, roofline,
 transfers, streams, all-reduce, pipeline bubbles, training memory, warp divergence, bytes in
-flight (Little's law).
+flight (Little's law); and the rounding-error bounds that float checks use as tolerances.
 
-Pure functions of their arguments (no GPU needed). Each returns a small frozen record whose
-printed and HTML forms say "model", so a learner never mistakes one for a measurement.
+Pure functions of their arguments (no GPU needed). Each model returns a small frozen record
+whose printed and HTML forms say "model", so a learner never mistakes one for a measurement;
+the error bounds return plain numbers.
 """
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import math
 import numbers
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, NamedTuple
+
+import numpy as np
 
 from . import specs
 from .errors import InputError, SpecError
@@ -809,3 +812,49 @@ def training_memory(params: int, activations: int, dtype: str = "fp32", optimize
                           master_copy=n * 4 if (master and size < 4) else 0,
                           optimizer_state=n * OPTIMIZER_STATES[opt] * state_bytes,
                           activations=a * size)
+
+
+# --------------------------------------------------------------------------- rounding error
+# Worst-case bounds (Higham, "Accuracy and Stability of Numerical Algorithms", 2nd ed., 2002,
+# Lemma 3.1 and sections 3.1 and 4.2). They hold for every order of the additions (any BLAS
+# kernel, SIMD width, thread split or GPU schedule), with or without fused multiply-adds.
+
+#: Unit roundoff of float32 (round to nearest): |fl(x) - x| <= U32 * |x|.
+U32 = 2.0 ** -24
+#: Unit roundoff of float64: the error of a float64 reference.
+U64 = 2.0 ** -53
+
+
+def gamma(n: int, u: float = U32) -> float:
+    """gamma_n = n*u / (1 - n*u): the largest relative error ``n`` roundings of unit roundoff ``u`` add up to."""
+    n = _int(n, "n")
+    if n * u >= 0.5:
+        raise ModelInputError(f"{n} roundings of {u:.3g} can lose every digit (n*u >= 0.5): split "
+                              "the sum into blocks and add the block sums in float64.")
+    return n * u / (1 - n * u)
+
+
+def sum_error_bound(depth: int, abs_sum: float, u: float = U32, terms: int | None = None) -> float:
+    """Largest |computed - exact| of a sum or dot product whose terms each pass through at most ``depth`` roundings, in any order: gamma_depth * sum|terms|.
+
+    ``depth`` is the longest chain of float32 additions a term goes through: n for n terms added
+    one after another (or in any other order), less when float32 partial sums of at most
+    ``depth`` terms are added in float64. ``abs_sum`` is sum|x_i| (sum|x_i * y_i| for a dot
+    product). The error of a float64 reference over ``terms`` (default ``depth``) terms is added.
+    """
+    return (gamma(depth, u) + gamma(terms or depth, U64)) * _nonneg(abs_sum, "abs_sum")
+
+
+def matmul_error_bound(a, b, u: float = U32) -> float:
+    """Largest elementwise |computed - exact| of ``a @ b`` in float32 with K = a.shape[-1]: gamma_K * max(|a| @ |b|).
+
+    Works on NumPy, CuPy and torch arrays; |a| @ |b| is computed in the inputs' precision
+    (terms >= 0, so it is at most gamma_K below the exact value, which the bound allows for).
+    """
+    k = int(a.shape[-1])
+    if k == 0 or int(a.shape[0]) == 0 or int(b.shape[-1]) == 0:
+        return 0.0
+    mag = abs(a) @ abs(b)
+    # NumPy, CuPy and torch arrays have .max(); the tests' stand-in for CuPy takes np.max.
+    top = mag.max() if hasattr(mag, "max") else np.max(mag)
+    return sum_error_bound(k, float(top) / (1 - gamma(k, u)), u)
