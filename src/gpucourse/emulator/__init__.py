@@ -22,29 +22,52 @@ Most code goes through ``gpucourse.kernels``, whose kernels use this module on t
     mod = gc.kernels.load("transpose")                  # on the cpu backend: emulated
     mod.transpose_v2_shared(grid, block, (a, out, np.int32(rows), np.int32(cols)))
 
+Every launch runs on copies of its arrays, each between 64 GB of inaccessible address space
+(:class:`.checks.GuardedArrays`): an index out of bounds, a read or a write anywhere from
+one byte to 64 GB before or past an array, never reaches the Python process's own memory.
+It faults, or changes a known pattern around the copy, and the launch raises
+:class:`OutOfBounds` (a :class:`KernelError`) naming the source line, thread, block, array
+and element: the race detector's build (:mod:`.racecheck`) runs the launch again from the
+same inputs and observes every access. The caller's arrays keep their contents. Only a read
+that stays in its array's first or last page cannot fault (less than a page before the
+start, or under 16 bytes past the end of an array whose size is not a multiple of 16
+bytes): it reads NaN, and ``race_check`` names it. A stack overflow, an integer division by
+zero or a null pointer is a KernelError too, and Ctrl-C (Jupyter's stop button) stops a
+launch.
+
 What lab checkers call (each takes a ``gpucourse.kernels`` kernel of either backend and
 the launch of ``kernel(grid, block, args, shared_mem)``; arrays in ``args`` receive the
 result; failures raise :class:`KernelError`, a ``CourseError``):
 
-``race_check(kernel, grid, block, args, shared_mem=0, *, seed=0, rtol=1e-4)``
-    runs the launch with threads (and blocks) in forward, reverse and shuffled order, then
-    once more under a hazard detector (:mod:`.racecheck`) that watches every shared and
-    global access, and raises "kernel X has a race" when the results differ (floats
-    compared within rtol) or two threads touch the same bytes with nothing ordering them
-    (at least one a plain write, or one atomic and one plain). Orders alone miss a lost
-    update (``out[0] += x[i]`` runs whole here); the detector names both source lines.
-    Where it cannot be built (not Linux, no binutils) a warning says so once and only the
-    orders are compared.
+``race_check(kernel, grid, block, args, shared_mem=0, *, seed=0, rtol=1e-4, timeout=10.0)``
+    runs the launch in a child process with threads (and blocks) in forward, reverse and
+    shuffled order, then once more under a hazard detector (:mod:`.racecheck`) that watches
+    every shared and global access, and raises "kernel X has a race" when the results
+    differ (floats compared within rtol) or two threads touch the same bytes with nothing
+    ordering them (at least one a plain write, or one atomic and one plain). Orders alone
+    miss a lost update (``out[0] += x[i]`` runs whole here); the detector names both source
+    lines. Where it cannot be built (not Linux, no binutils) a warning says so once and only
+    the orders are compared (and an index out of bounds is named without its line).
 ``run_isolated(kernel, grid, block, args, shared_mem=0, *, timeout=10.0, race_check=False)``
-    runs it in a child process: a crash, a stack overflow or an endless loop becomes a
-    KernelError instead of killing or hanging the notebook.
+    runs it in a child process: nothing the kernel does (an ``abort()``, a write through a
+    wild pointer) reaches the caller, and a launch still running after ``timeout`` s stops.
 
-The same two are keywords of a kernel call: ``k(grid, block, args, race_check=True,
-isolate=True, timeout=10.0)``.
+The same are keywords of a kernel call: ``k(grid, block, args, race_check=True,
+isolate=True, timeout=10.0)``, each checked (a timeout of 0, -1, ``"5"`` or NaN is a
+LaunchError in one sentence).
 
-Without isolation, an invalid memory access or a stack overflow that hits a guard page is
-still caught and raised as a KernelError, and an interrupt (Ctrl-C, Jupyter's stop
-button) stops a launch; a stray write that lands in valid memory cannot be caught.
+Defaults. A launch runs in the caller's process (``isolate=False``), where the guarded
+copies already turn an index out of bounds into one sentence, and a watchdog stops a
+launch of a learner's code (``kernels.from_source``) after 10 s (``timeout``) with "did
+not finish within 10 s": a crash or an endless loop is one sentence without a child
+process, and ``__device__`` variables keep their values from one launch to the next, as on
+a GPU (a child's changes to them are lost). The course's own kernels (``kernels.load``)
+run without a time limit, so a long experiment is never cut short. Lab checkers run a
+learner's kernel isolated (``check.run_learner_kernel``: isolate=True, 20 s), and
+``race_check`` always is. Measured on the course's 2-core CPU machine (shared, loaded):
+the guarded copies add about 0.4 ms to a launch plus about 1 ms per MB of arrays (a
+launch of 1000 threads takes 0.2 ms without them); a child process adds about 20 ms, plus
+about 9 ms per MB of arrays it sends back.
 
 Lower level, for tools such as a profiler: :func:`build_library` compiles a source with
 extra compiler flags and extra C++ sources linked in, and returns a :class:`Library`
@@ -62,11 +85,11 @@ import numpy as np
 
 from .build import (DEFAULT_STACK_KB, SHARED_MEM_LIMIT, KernelError, Library, build_library,
                     cache_dir, compiler, runtime_object, switch_kind_requested)
-from .checks import race_check, run_isolated, run_launch
+from .checks import OutOfBounds, race_check, run_isolated, run_launch
 from .source import KernelSignature, Param, check_supported, find_kernels
 
-__all__ = ["KernelError", "Library", "build_library", "race_check", "run_isolated", "empty",
-           "empty_like", "switch_kind", "cache_dir", "SHARED_MEM_LIMIT", "DEFAULT_STACK_KB",
+__all__ = ["KernelError", "OutOfBounds", "Library", "build_library", "race_check", "run_isolated",
+           "empty", "empty_like", "switch_kind", "cache_dir", "SHARED_MEM_LIMIT", "DEFAULT_STACK_KB",
            "find_kernels", "check_supported", "KernelSignature", "Param", "compiler",
            "run_launch", "runtime_object"]
 

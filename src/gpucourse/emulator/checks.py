@@ -1,7 +1,23 @@
-"""Running a kernel the way a lab checker needs: race checking and a separate process."""
+"""Running a kernel safely: arrays between inaccessible pages, race checking, a child process.
+
+Every emulator launch that comes through ``gpucourse.kernels`` runs on copies of its arrays
+(:class:`GuardedArrays`), each placed at the end of its own pages with 64 GB of
+inaccessible address space before and after it: a write out of bounds never reaches the
+Python process's own memory, an access past a page faults at once, and a write into the
+few bytes of a copy's pages that are not the array's changes a known pattern. Either way
+the launch stops with a :class:`OutOfBounds` error, whose message the race detector's
+instrumented build (``racecheck``) makes exact: it runs the launch once more from the same
+inputs with every access observed and names the source line, thread, block, array and
+element. A read that stays within the array's first or last page (a few bytes past its end,
+or less than a page before its start) cannot fault; ``race_check``, whose detector
+observes every access, names those too.
+"""
 from __future__ import annotations
 
+import ctypes
 import faulthandler
+import math
+import mmap
 import multiprocessing
 import signal
 import sys
@@ -15,7 +31,396 @@ from .build import KernelError
 
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_RTOL = 1e-4
+#: How many times longer than ``timeout`` the race detector's run may take: its -O0 build
+#: calls a hook for every access (about 15 times slower than a plain launch).
+DETECTOR_SLOWDOWN = 40
+#: What a parent waits for a child beyond the time limit of the launch it runs: starting,
+#: copying arrays and sending results.
+_MARGIN_S = 3.0
+#: Inaccessible address space reserved before and after each array's copy: an index up to
+#: 2**32 elements of 8 bytes away from the array (a 32-bit index gone negative) faults.
+GUARD_BYTES = 64 << 30
+#: The pattern of a copy's bytes that are not its array's (a NaN as a float32).
+CANARY = 0x7FBADBAD
 
+
+class OutOfBounds(KernelError):
+    """A kernel accessed global memory outside every array it was given.
+
+    ``named``: whether the message names the source line (the race detector ran)."""
+
+    def __init__(self, message: str, named: bool = False, order: str = "forward", seed: int = 0):
+        super().__init__(message)
+        self.named, self.order, self.seed = named, order, seed
+
+    def __reduce__(self):
+        return OutOfBounds, (str(self), self.named, self.order, self.seed)
+
+
+# --------------------------------------------------------------------------- guarded memory
+
+class _Memory:
+    """mmap, mprotect and munmap of the C library, or None where there are none."""
+
+    def __init__(self):
+        libc = ctypes.CDLL(None, use_errno=True)
+        self.mmap = libc.mmap
+        self.mmap.restype = ctypes.c_void_p
+        self.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                              ctypes.c_int, ctypes.c_long]
+        self.mprotect = libc.mprotect
+        self.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        self.munmap = libc.munmap
+        self.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        self.madvise = libc.madvise
+        self.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        self.page = mmap.PAGESIZE
+        self.flags = (mmap.MAP_PRIVATE | getattr(mmap, "MAP_ANONYMOUS", getattr(mmap, "MAP_ANON", 0))
+                      | getattr(mmap, "MAP_NORESERVE", 0))
+        self.failed = ctypes.c_void_p(-1).value
+
+    def reserve(self, nbytes: int) -> int | None:
+        """The address of ``nbytes`` of address space no access may touch, or None."""
+        at = self.mmap(None, nbytes, 0, self.flags, -1, 0)
+        return None if at in (None, self.failed) else at
+
+
+_memory: _Memory | None = None
+_memory_problem = ""
+
+
+def _libc_memory() -> _Memory | None:
+    global _memory, _memory_problem
+    if _memory is None and not _memory_problem:
+        try:
+            if sys.platform == "win32":
+                raise OSError("no mmap in the C library")
+            _memory = _Memory()
+        except (OSError, AttributeError) as exc:
+            _memory_problem = str(exc)
+    return _memory
+
+
+def span(a: np.ndarray) -> tuple[int, int]:
+    """(first byte, one past the last) of the memory ``a`` covers."""
+    start = a.__array_interface__["data"][0]
+    if not a.size:
+        return start, start
+    if a.flags.contiguous:
+        return start, start + a.nbytes
+    lo = start + sum(min(0, s * (n - 1)) for s, n in zip(a.strides, a.shape))
+    hi = start + sum(max(0, s * (n - 1)) for s, n in zip(a.strides, a.shape)) + a.itemsize
+    return (lo, hi) if a.size else (start, start)
+
+
+def merged(spans) -> list[tuple[int, int]]:
+    """Spans that overlap or touch, joined; empty ones left out."""
+    out: list[list[int]] = []
+    for lo, hi in sorted(s for s in spans if s[1] > s[0]):
+        if out and lo <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return [tuple(s) for s in out]
+
+
+class _Copy:
+    """One span of the caller's memory (arrays that overlap share one) and its guarded copy."""
+
+    def __init__(self, lo, hi, written):
+        self.lo, self.hi, self.written = lo, hi, written
+        self.page_lo = self.page_hi = self.at = 0
+
+    @property
+    def size(self) -> int:
+        return self.hi - self.lo
+
+
+_warned = False
+#: The canary as bytes, from an address that is a multiple of 4 (pages are).
+_PATTERN = CANARY.to_bytes(4, "little") * 2048
+#: Reserved memory kept from recent launches for the next one of the same layout (pages
+#: already there cost much less than new ones); at most this many bytes of pages in all.
+_REUSE_BYTES = 64 << 20
+_spare: dict = {}
+_spare_lock = threading.Lock()
+
+
+class GuardedArrays:
+    """Copies of a launch's array arguments, each between inaccessible pages.
+
+    ``args`` are the arguments to launch with; after the launch, :meth:`stray_write` finds
+    a write into a copy's pages outside its array, :meth:`owner` names the array nearest to
+    an address, :meth:`copy_back` copies the arrays the kernel may write into the caller's,
+    and :meth:`close` gives the memory back. ``align``: each copy starts at the original's
+    address modulo ``align`` (16 keeps a float4's alignment and ends every array whose size
+    is a multiple of 16 bytes exactly at an inaccessible page).
+    """
+
+    def __init__(self, params, args, *, align: int = 16):
+        memory = _libc_memory()
+        if memory is None:
+            raise OSError(_memory_problem or "no guarded memory here")
+        self.memory, self.base = memory, None
+        pointers = [i for i, p in enumerate(params) if p.pointer]
+        spans = {i: span(args[i]) for i in pointers}
+        copies = [_Copy(lo, hi, False) for lo, hi in merged(spans.values())]
+        copies += [_Copy(lo, lo, False) for lo, hi in spans.values() if lo == hi]
+        self.where = {}  # argument index -> its copy
+        for i in pointers:
+            lo, hi = spans[i]
+            c = next(c for c in copies if (c.lo <= lo and hi <= c.hi and c.size) or
+                     (c.lo == lo == hi and not c.size))
+            c.written |= not params[i].const
+            self.where[i] = c
+        page = memory.page
+        self.layout = tuple(-(-(c.size + align) // page) * page for c in copies)
+        self._reserve()
+        self.copies = copies
+        try:
+            offset = self.guard
+            for c, pages in zip(copies, self.layout):
+                c.page_lo, c.page_hi = self.base + offset, self.base + offset + pages
+                offset += pages + self.guard
+                end = c.page_hi - c.size
+                c.at = end - (end - c.lo) % align
+                self._fill(c.page_lo, c.at)
+                self._fill(c.at + c.size, c.page_hi)
+                if c.size:
+                    ctypes.memmove(c.at, c.lo, c.size)
+            self.args = [self._copy_of(i, a) if i in self.where else a
+                         for i, a in enumerate(args)]
+        except BaseException:
+            self.close()
+            raise
+
+    def _reserve(self) -> None:
+        with _spare_lock:
+            spare = _spare.pop(self.layout, None)
+        if spare is not None:
+            self.base, self.total, self.guard, _ = spare
+            return
+        memory, guard = self.memory, GUARD_BYTES
+        while True:
+            total = guard + sum(pages + guard for pages in self.layout)
+            base = memory.reserve(total)
+            if base is not None or guard <= (1 << 20):
+                break
+            guard //= 16  # a limit on address space (ulimit -v): smaller guards
+        if base is None:
+            raise OSError("could not reserve address space for guarded copies")
+        self.base, self.total, self.guard = base, total, guard
+        offset = guard
+        for pages in self.layout:
+            at = base + offset
+            if memory.mprotect(at, pages, mmap.PROT_READ | mmap.PROT_WRITE) != 0:
+                self.close()
+                raise OSError("mprotect failed")
+            if pages >= (4 << 20) and hasattr(mmap, "MADV_HUGEPAGE"):
+                memory.madvise(at, pages, mmap.MADV_HUGEPAGE)  # as NumPy does for large arrays
+            offset += pages + guard
+
+    @staticmethod
+    def _fill(lo: int, hi: int) -> None:
+        for at in range(lo, hi, 4096):  # lo is a multiple of 4: a page, or an array's end
+            n = min(4096, hi - at)
+            ctypes.memmove(at, _PATTERN[at % 4:at % 4 + n], n)
+
+    @staticmethod
+    def _changed(lo: int, hi: int) -> int | None:
+        for at in range(lo, hi, 4096):
+            n = min(4096, hi - at)
+            got = ctypes.string_at(at, n)
+            want = _PATTERN[at % 4:at % 4 + n]
+            if got != want:
+                return at + next(k for k in range(n) if got[k] != want[k])
+        return None
+
+    def _copy_of(self, i: int, a: np.ndarray) -> np.ndarray:
+        c, (lo, hi) = self.where[i], span(a)
+        start = c.at + (lo - c.lo)
+        raw = (ctypes.c_char * max(hi - lo, 1)).from_address(start)
+        return np.ndarray(a.shape, a.dtype, buffer=raw,
+                          offset=a.__array_interface__["data"][0] - lo, strides=a.strides)
+
+    def contains(self, addr: int) -> bool:
+        """Whether ``addr`` lies in the reserved address space around the copies."""
+        return self.base is not None and self.base <= addr < self.base + self.total
+
+    def zone(self, i: int) -> tuple[int, int]:
+        """The reserved space around argument ``i``'s copy, where no other array lies."""
+        c = self.where[i]
+        return max(self.base, c.page_lo - self.guard), min(self.base + self.total,
+                                                            c.page_hi + self.guard)
+
+    def stray_write(self) -> int | None:
+        """The address of the first byte outside the arrays that the launch changed, or None."""
+        for c in self.copies:
+            for lo, hi in ((c.page_lo, c.at), (c.at + c.size, c.page_hi)):
+                addr = self._changed(lo, hi)
+                if addr is not None:
+                    return addr
+        return None
+
+    def owner(self, addr: int) -> tuple[int, int, int]:
+        """(argument index, element index, elements) of the array nearest to ``addr``."""
+        best = None
+        for i, copy in enumerate(self.args):
+            if i not in self.where:
+                continue
+            lo, hi = span(copy)
+            gap = lo - addr if addr < lo else max(0, addr - hi + 1)
+            if best is None or gap < best[0]:
+                best = (gap, i, (addr - copy.ctypes.data) // copy.itemsize, copy.size)
+        return best[1:]
+
+    def copy_back(self) -> None:
+        """Copy the arrays the kernel may write into the caller's."""
+        for c in self.copies:
+            if c.written and c.size:
+                ctypes.memmove(c.lo, c.at, c.size)
+
+    def close(self) -> None:
+        """Give the reserved memory back, or keep it for the next launch of this layout (the
+        copies in ``args`` must not be used after)."""
+        if self.base is None:
+            return
+        mine, self.base = (self.base, self.total, self.guard, sum(self.layout)), None
+        gone = [mine]
+        if mine[3] <= _REUSE_BYTES:
+            with _spare_lock:
+                gone = [_spare.pop(self.layout)] if self.layout in _spare else []
+                _spare[self.layout] = mine
+                while sum(v[3] for v in _spare.values()) > _REUSE_BYTES:
+                    gone.append(_spare.pop(next(iter(_spare))))  # the oldest first
+        for base, total, _, _ in gone:
+            self.memory.munmap(base, total)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def guarded(params, args, *, align: int = 16) -> GuardedArrays | None:
+    """:class:`GuardedArrays` of a launch, or None (with a warning, once) where the system
+    has no way to make them."""
+    global _warned
+    try:
+        return GuardedArrays(params, args, align=align)
+    except OSError as exc:
+        if not _warned:
+            _warned = True
+            warnings.warn(f"the emulator runs kernels on the arrays themselves here ({exc}), so "
+                          "an index far out of bounds can damage this Python process: pass "
+                          "isolate=True to run a kernel in a child process.", RuntimeWarning,
+                          stacklevel=4)
+        return None
+
+
+# --------------------------------------------------------------------------- one launch
+
+#: In a child process of :func:`run_isolated`: tells the parent that a launch starts and how
+#: long it may take, so that the parent waits for each launch as long as it may run.
+_announce = None
+
+
+def set_timeout(lib, seconds: float | None) -> None:
+    """Time limit of ``lib``'s next launches (None: none), enforced by its watchdog."""
+    if seconds and _announce is not None:
+        _announce(seconds)
+    f = lib._dll.gcemu_set_timeout
+    f.argtypes = [ctypes.c_double]
+    f.restype = None
+    f(float(seconds or 0.0))
+
+
+def _fault(lib) -> dict:
+    out = (ctypes.c_uint64 * 10)()
+    lib._dll.gcemu_fault(out)
+    v = list(out)
+    return {"signal": v[0], "addr": v[1], "kind": {1: "read", 2: "write"}.get(v[2]),
+            "thread": tuple(v[4:7]) if v[3] else None, "block": tuple(v[7:10])}
+
+
+def _fault_message(name, params, arena, stray) -> str:
+    """The out-of-bounds sentence from what the launch itself saw (no source line)."""
+    i, index, size = arena.owner(stray["addr"])
+    side = "before its start" if index < 0 else "past its end"
+    verb = {"read": "reads", "write": "writes"}.get(stray.get("kind"), "accesses")
+    if stray.get("thread") is not None:
+        who = (f"thread ({','.join(map(str, stray['thread']))}) of block "
+               f"({','.join(map(str, stray['block']))})")
+    else:
+        who = "a thread"
+    return (f"kernel {name}: {who} {verb} `{params[i].name}` out of bounds, element {index} of "
+            f"{size} ({side}); on a GPU that touches another allocation or faults: guard the "
+            "access so that its index stays inside the array.")
+
+
+def launch(lib, name, grid, block, args, shared_mem=0, *, order="forward", seed=0, echo=True,
+           timeout=None, detector=None) -> str:
+    """One emulator launch on guarded copies of the arrays (:class:`GuardedArrays`).
+
+    Low level: grid and block are 3-tuples, args already checked. On success the arrays in
+    ``args`` hold the result and the kernel's printf output is returned (and printed, if
+    ``echo``). An access out of bounds raises :class:`OutOfBounds`; ``detector`` (a
+    ``racecheck.Detector`` of the same source, or a function that returns one or None)
+    names its source line. ``timeout``: seconds the launch may take (None: no limit).
+    """
+    from . import build
+
+    params = lib.kernels[name].params
+    arena = guarded(params, args)
+    stray, output = None, ""
+    try:
+        with build._lock:  # the time limit belongs to this launch
+            set_timeout(lib, timeout)
+            try:
+                output = lib.launch(name, grid, block, arena.args if arena else args, shared_mem,
+                                    order=order, seed=seed, echo=echo)
+            except KernelError as exc:
+                fault = _fault(lib) if arena else None
+                if not (fault and fault["signal"] in (signal.SIGSEGV, signal.SIGBUS)
+                        and arena.contains(fault["addr"])):
+                    raise
+                stray, output = fault, getattr(exc, "output", "")
+            finally:
+                set_timeout(lib, None)
+        if arena and stray is None:
+            addr = arena.stray_write()
+            if addr is None:
+                arena.copy_back()
+                return output
+            stray = {"addr": addr, "kind": "write", "thread": None}
+        fallback = _fault_message(name, params, arena, stray)
+    finally:
+        if arena:
+            arena.close()
+    err = _diagnosed(lib, name, grid, block, args, shared_mem, order, seed, timeout, detector,
+                     fallback)
+    err.output = output
+    raise err
+
+
+def _diagnosed(lib, name, grid, block, args, shared_mem, order, seed, timeout, detector,
+               fallback) -> OutOfBounds:
+    """The OutOfBounds error of a launch that went out of bounds, its line named where the
+    race detector can run it again (from the same inputs: the launch wrote only copies)."""
+    if callable(detector) and not hasattr(detector, "run"):
+        detector = detector()
+    hazard = None
+    if detector is not None:
+        hazard = detector.run(name, grid, block, list(args), shared_mem, order=order, seed=seed,
+                              bounds_only=True,
+                              timeout=None if timeout is None else timeout * DETECTOR_SLOWDOWN)
+    if hazard is not None and not hazard.detail:
+        return OutOfBounds(hazard.message, named=True, order=order, seed=seed)
+    return OutOfBounds(fallback, named=False, order=order, seed=seed)
+
+
+# --------------------------------------------------------------------------- race check
 
 def _difference(first: np.ndarray, other: np.ndarray, rtol: float) -> str:
     """'' when the two results agree, else how they differ (floats within ``rtol``)."""
@@ -36,16 +441,19 @@ def _difference(first: np.ndarray, other: np.ndarray, rtol: float) -> str:
 
 
 def run_launch(lib, name, grid, block, host_args, shared_mem=0, *, race_check=False,
-               seed=0, rtol=DEFAULT_RTOL, echo=True, detector=None) -> str:
-    """One launch on the emulator, or three (forward, reverse, shuffled) with ``race_check``.
+               seed=0, rtol=DEFAULT_RTOL, echo=True, detector=None, timeout=None) -> str:
+    """One guarded launch on the emulator (:func:`launch`), or three (forward, reverse,
+    shuffled) with ``race_check``.
 
     With ``race_check`` the arrays end up holding the forward-order result, and a
     KernelError says "this kernel has a race" when another order gives another result,
     or when ``detector`` (a ``racecheck.Detector`` of the same source) finds a hazard in
-    one more launch from the same inputs.
+    one more launch from the same inputs. ``timeout`` limits each launch (the detector's
+    run gets ``DETECTOR_SLOWDOWN`` times as long).
     """
     if not race_check:
-        return lib.launch(name, grid, block, host_args, shared_mem, echo=echo)
+        return launch(lib, name, grid, block, host_args, shared_mem, echo=echo, timeout=timeout,
+                      detector=detector)
     params = lib.kernels[name].params
     arrays = [i for i, p in enumerate(params) if p.pointer]
     before = {i: host_args[i].copy() for i in arrays}
@@ -53,17 +461,18 @@ def run_launch(lib, name, grid, block, host_args, shared_mem=0, *, race_check=Fa
     for order in ("forward", "reverse", "shuffle"):
         for i in arrays:  # every order starts from the same inputs (outputs may accumulate)
             np.copyto(host_args[i], before[i])
-        text = lib.launch(name, grid, block, host_args, shared_mem, order=order, seed=seed,
-                          echo=echo and order == "forward")
+        text = launch(lib, name, grid, block, host_args, shared_mem, order=order, seed=seed,
+                      echo=echo and order == "forward", timeout=timeout, detector=detector)
         output = output or text
         results[order] = {i: host_args[i].copy() for i in arrays}
     for i in arrays:
         np.copyto(host_args[i], results["forward"][i])
     # The detector runs from the same inputs; where the orders disagree too, it says why.
     hazard = None if detector is None else detector.run(
-        name, grid, block, [before.get(i, a) for i, a in enumerate(host_args)], shared_mem)
+        name, grid, block, [before.get(i, a) for i, a in enumerate(host_args)], shared_mem,
+        timeout=None if timeout is None else timeout * DETECTOR_SLOWDOWN)
     if hazard and not hazard.detail:  # memory the launch does not have: that comes first
-        raise KernelError(hazard.message)
+        raise OutOfBounds(hazard.message, named=True)
     for order in ("reverse", "shuffle"):
         for i in arrays:
             diff = _difference(results["forward"][i], results[order][i], rtol)
@@ -109,88 +518,95 @@ def _write_back(kernel, args, results: dict) -> None:
             target.set(np.ascontiguousarray(value, dtype=target.dtype))
 
 
-def race_check(kernel, grid, block, args, shared_mem=0, *, seed=0, rtol=DEFAULT_RTOL) -> None:
+def race_check(kernel, grid, block, args, shared_mem=0, *, seed=0, rtol=DEFAULT_RTOL,
+               timeout=DEFAULT_TIMEOUT_S) -> None:
     """Run ``kernel`` on the emulator with forward, reverse and shuffled thread orders, then
-    once more under the hazard detector (``racecheck``).
+    once more under the hazard detector (``racecheck``), all in a child process.
 
     Raises KernelError ("... has a race ...") when the results differ or two threads'
     accesses conflict with nothing ordering them; otherwise the arrays in ``args`` hold the
     result, as after a normal launch. Works for a kernel of either backend (GPU arrays are
-    copied to the host and back).
+    copied to the host and back). ``timeout`` limits each of the three launches.
     """
-    from . import racecheck
+    run_isolated(kernel, grid, block, args, shared_mem, timeout=timeout, race_check=True,
+                 seed=seed, rtol=rtol)
 
-    grid3, block3, shared = _validate(kernel, grid, block, args, shared_mem)
-    lib = kernel._emulator_library()
-    detector = racecheck.detector(kernel)
-    host = _host_args(kernel, args)
-    run_launch(lib, kernel.name, grid3, block3, host, shared, race_check=True, seed=seed, rtol=rtol,
-               detector=detector)
-    _write_back(kernel, args, {i: host[i] for i, p in enumerate(kernel.signature.params)
-                               if p.pointer and not p.const})
 
+# --------------------------------------------------------------------------- a child process
 
 _ERRORS = {c.__name__: c for c in (KernelError, LaunchError, CompileError, DeviceError)}
 
 
-def _child(conn, lib, name, grid, block, host, shared, race, seed, rtol, detector) -> None:
+def _launch_task(lib, name, grid, block, host, shared, race, seed, rtol, detector, timeout):
+    output = run_launch(lib, name, grid, block, host, shared, race_check=race, seed=seed,
+                        rtol=rtol, echo=False, detector=detector, timeout=timeout)
+    params = lib.kernels[name].params
+    return {i: host[i] for i, p in enumerate(params) if p.pointer and not p.const}, output
+
+
+def _bounds_task(detector, name, grid, block, host, shared, order, seed, timeout):
+    hazard = detector.run(name, grid, block, host, shared, order=order, seed=seed,
+                          bounds_only=True, timeout=timeout * DETECTOR_SLOWDOWN)
+    return (hazard.message if hazard is not None and not hazard.detail else None), ""
+
+
+def _child(conn, task, *args) -> None:
+    global _announce
     faulthandler.disable()  # a crash is reported by the parent, without a Python trace
     from . import build
 
     build._lock = threading.RLock()  # another thread may have held it when the parent forked
-    output = ""
+    _announce = lambda seconds: conn.send(("launch", seconds))  # noqa: E731
     try:
-        try:
-            output = run_launch(lib, name, grid, block, host, shared, race_check=race,
-                                seed=seed, rtol=rtol, echo=False, detector=detector)
-        except BaseException as exc:  # report everything: the parent raises it
-            kind = type(exc).__name__ if type(exc).__name__ in _ERRORS else "KernelError"
-            text = str(exc) if isinstance(exc, CourseError) else f"kernel {name}: {type(exc).__name__}: {exc}"
-            conn.send(("error", kind, text, getattr(exc, "output", "")))
-            return
-        params = lib.kernels[name].params
-        conn.send(("ok", {i: host[i] for i, p in enumerate(params) if p.pointer and not p.const},
-                   output))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                value, output = task(*args)
+                reply = ("ok", value, output)
+            except BaseException as exc:  # report everything: the parent raises it
+                name = args[1]
+                if isinstance(exc, OutOfBounds):
+                    kind = exc
+                elif type(exc).__name__ in _ERRORS:
+                    kind = type(exc).__name__
+                else:
+                    kind = "KernelError"
+                text = (str(exc) if isinstance(exc, CourseError)
+                        else f"kernel {name}: {type(exc).__name__}: {exc}")
+                reply = ("error", kind, text, getattr(exc, "output", ""))
+        conn.send((reply, [(w.category.__name__, str(w.message)) for w in caught]))
     finally:
         conn.close()
 
 
-def run_isolated(kernel, grid, block, args, shared_mem=0, *, timeout=DEFAULT_TIMEOUT_S,
-                 race_check=False, seed=0, rtol=DEFAULT_RTOL) -> None:
-    """Run ``kernel`` on the emulator in a child process that is stopped after ``timeout`` s.
-
-    A crash (an index far out of bounds), a stack overflow or an endless loop becomes a
-    KernelError in the caller instead of killing or hanging it. On success the kernel's
-    output arrays in ``args`` hold the result. ``race_check`` as in :func:`race_check`.
-    """
-    grid3, block3, shared = _validate(kernel, grid, block, args, shared_mem)
-    lib = kernel._emulator_library()  # compile here: compile errors are the caller's to see
-    detector = None
-    if race_check:
-        from . import racecheck
-
-        detector = racecheck.detector(kernel)
-    host = _host_args(kernel, args)
+def _in_child(name: str, timeout: float, task, *args):
+    """``task(*args)`` in a child process: its reply, or KernelError when the child crashed or
+    a launch in it gave no sign within the time it was allowed (reported as ``timeout``)."""
     methods = multiprocessing.get_all_start_methods()
     ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
     receiver, sender = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, daemon=True,
-                       args=(sender, lib, kernel.name, grid3, block3, host, shared,
-                             race_check, seed, rtol, detector))
+    proc = ctx.Process(target=_child, daemon=True, args=(sender, task, *args))
     with warnings.catch_warnings():  # forking a process that has threads is fine here
         warnings.simplefilter("ignore", DeprecationWarning)
         proc.start()
     sender.close()
-    reply = None
+    reply, limit = None, timeout
     try:
-        if not receiver.poll(timeout):
-            raise KernelError(
-                f"kernel {kernel.name} did not finish within {timeout:g} s (an endless loop, e.g. a "
-                f"loop whose index never advances, or a launch too large for the emulator).")
-        try:
-            reply = receiver.recv()
-        except EOFError:
-            reply = None
+        while reply is None:
+            # Each launch stops itself at its limit; the margin covers the work around it.
+            if not receiver.poll(limit + _MARGIN_S):
+                raise KernelError(
+                    f"kernel {name} did not finish within {timeout:g} s (an endless loop, e.g. a "
+                    f"loop whose index never advances, or a launch too large for the emulator: "
+                    f"then pass a larger timeout=).")
+            try:
+                message = receiver.recv()
+            except EOFError:
+                break
+            if message[0] == "launch":
+                limit = message[1]
+            else:
+                reply = message
     finally:
         if proc.is_alive() and reply is None:
             proc.kill()
@@ -200,15 +616,88 @@ def run_isolated(kernel, grid, block, args, shared_mem=0, *, timeout=DEFAULT_TIM
         code = proc.exitcode
         how = (signal.Signals(-code).name if code is not None and code < 0 and
                -code in signal.Signals._value2member_map_ else f"exit code {code}")
-        raise KernelError(f"kernel {kernel.name} crashed the process that ran it ({how}); an "
+        raise KernelError(f"kernel {name} crashed the process that ran it ({how}); an "
                           f"index out of bounds or a runaway recursion can do this.")
+    reply, caught = reply
+    _warn_again(caught)
+    return reply
+
+
+def _warn_again(caught) -> None:
+    """Issue in this process the warnings a child issued."""
+    from . import racecheck
+
+    for category, text in caught:
+        cls = {"RuntimeWarning": RuntimeWarning, "DeprecationWarning": DeprecationWarning
+               }.get(category, UserWarning)
+        if text.startswith(racecheck.WARNING_START):
+            racecheck.warn_again(text)
+        else:
+            warnings.warn(text, cls, stacklevel=4)
+
+
+def run_isolated(kernel, grid, block, args, shared_mem=0, *, timeout=DEFAULT_TIMEOUT_S,
+                 race_check=False, seed=0, rtol=DEFAULT_RTOL) -> None:
+    """Run ``kernel`` on the emulator in a child process, each launch stopped after
+    ``timeout`` s.
+
+    A crash, an index out of bounds, a stack overflow or an endless loop becomes a
+    KernelError in the caller instead of killing or hanging it. On success the kernel's
+    output arrays in ``args`` hold the result. ``race_check`` as in :func:`race_check`.
+    """
+    timeout = safe_timeout(timeout, DEFAULT_TIMEOUT_S)
+    grid3, block3, shared = _validate(kernel, grid, block, args, shared_mem)
+    lib = kernel._emulator_library()  # compile here: compile errors are the caller's to see
+    detector = None
+    if race_check:
+        from . import racecheck
+
+        detector = racecheck.detector(kernel)
+    host = _host_args(kernel, args)
+    reply = _in_child(kernel.name, timeout, _launch_task, lib, kernel.name, grid3, block3,
+                      host, shared, race_check, seed, rtol, detector, timeout)
     if reply[0] == "error":
         _, kind, text, output = reply
         if output:
             sys.stdout.write(output)
+        if isinstance(kind, OutOfBounds):
+            raise _line_of(kernel, kind, grid3, block3, host, shared, timeout)
         raise _ERRORS[kind](text)
     _, results, output = reply
     if output:
         sys.stdout.write(output)
         sys.stdout.flush()
     _write_back(kernel, args, results)
+
+
+def _line_of(kernel, err: OutOfBounds, grid, block, host, shared, timeout) -> OutOfBounds:
+    """``err`` with its source line named: the race detector runs the launch again, in
+    another child process (built here, where a compile is not timed)."""
+    from . import racecheck
+
+    if err.named:
+        return err
+    detector = racecheck.detector(kernel, warn=False)
+    if detector is None:
+        return err
+    try:
+        reply = _in_child(kernel.name, timeout, _bounds_task, detector, kernel.name, grid, block,
+                          host, shared, err.order, err.seed, timeout)
+    except KernelError:
+        return err
+    if reply[0] == "ok" and reply[1]:
+        return OutOfBounds(reply[1], named=True, order=err.order, seed=err.seed)
+    return err
+
+
+def safe_timeout(value, default=None):
+    """``value`` as seconds for a launch's time limit: ``default`` for None, else a number
+    above 0 and finite; anything else is a LaunchError in one sentence."""
+    if value is None:
+        return default
+    ok = (isinstance(value, (int, float, np.integer, np.floating))
+          and not isinstance(value, (bool, np.bool_)) and math.isfinite(value) and value > 0)
+    if not ok:
+        raise LaunchError(f"timeout={value!r} is not a time limit: give the seconds a launch may "
+                          f"take as a number above 0 (e.g. timeout={DEFAULT_TIMEOUT_S:g}).")
+    return float(value)

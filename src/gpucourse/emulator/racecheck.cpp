@@ -23,8 +23,10 @@
 // threads of its block alone) and they come from different blocks; a _system atomic is a
 // plain atomic here. The first conflict is kept for Python to report; an access to
 // dynamic shared memory beyond the launch's shared_mem is reported the same way, and so is
-// an access outside every array argument but inside the allocation around one (Python
-// places each array with room before and after it): an index out of bounds.
+// an access outside every array argument but inside the memory around one (Python places
+// each array between inaccessible pages): an index out of bounds. An index out of bounds
+// comes before a race found earlier, and is still looked for after one; gcrace_reset's
+// `races` = 0 looks for nothing else (the bounds check of a launch that faulted).
 #include "cuda_emu.h"
 #undef printf
 #undef assert
@@ -81,6 +83,7 @@ static inline const Guard* in_guard(uintptr_t a) {
   return NULL;
 }
 static int g_active;
+static int g_races;  // looking for races, not only for indices out of bounds
 static uintptr_t g_base;
 static uintptr_t g_dyn_end;  // end of the dynamic shared memory the launch asked for
 static uint32_t g_block, g_epoch;
@@ -88,7 +91,7 @@ static uint32_t g_vc[MAX_THREADS][32];  // per thread: the warp-sync epochs of i
 
 // The first conflict: what Python reads with gcrace_result.
 static struct {
-  int found;
+  int found;  // 1: a race, 2: an access out of bounds
   uintptr_t addr;
   uint8_t space;
   Access first, second;
@@ -133,12 +136,13 @@ static inline int atomics_race(const Access& p, const Access& c, uint8_t space) 
 
 __attribute__((noinline)) static void found(uintptr_t addr, uint8_t space, const Access& p,
                                             const Access& c) {
+  if (g_hazard.found) return;
   g_hazard.found = 1;
   g_hazard.addr = addr + (p.block ? __builtin_ctz(p.bytes & c.bytes) : 0);  // the first byte both touched
   g_hazard.space = space;
   g_hazard.first = p;
   g_hazard.second = c;
-  g_active = 0;  // the first hazard is the one reported; the launch runs on unobserved
+  g_races = 0;  // the first race is the one reported; only bounds are watched from here
 }
 
 // Keeps c in one of two slots: one whose access is empty, the same thread's, or needs no
@@ -244,10 +248,15 @@ static inline int outside_arrays(uintptr_t addr) {
   return near;
 }
 
-// An access to memory the thread may not touch: reported alone (no earlier access).
+// An access to memory the thread may not touch: reported alone (no earlier access), before
+// any race. The launch then runs on unobserved (Python's placement makes the access fault,
+// or land in bytes no array owns).
 __attribute__((noinline)) static void bad_address(uintptr_t addr, uint8_t space, Access c) {
   c.bytes = 0xF;
+  g_hazard.found = 0;
   found(addr, space, Access{}, c);
+  g_hazard.found = 2;
+  g_active = 0;
 }
 
 __attribute__((noinline)) static void access(uintptr_t pc, uintptr_t addr, uint32_t size, uint8_t kind) {
@@ -255,7 +264,7 @@ __attribute__((noinline)) static void access(uintptr_t pc, uintptr_t addr, uint3
   if (cas) kind = kind == K_CAS ? K_ATOMIC : K_BLOCK_ATOMIC;
   Range* R = range_of(addr);
   const uint32_t r = __gcemu_thread_rank();
-  if (GCRACE_UNLIKELY(g_npending)) {
+  if (GCRACE_UNLIKELY(g_npending) && g_races) {
     Pending& p = g_pending[r];
     if (g_pending_block != g_block) {
       report_pending();  // held back in a block that has ended
@@ -285,6 +294,7 @@ __attribute__((noinline)) static void access(uintptr_t pc, uintptr_t addr, uint3
   }
   if (GCRACE_UNLIKELY(R->space == DYNAMIC && end > g_dyn_end))
     return bad_address(addr, DYNAMIC, c);  // beyond the shared_mem of the launch
+  if (!g_races) return;
   for (uintptr_t word = addr & ~(uintptr_t)3; word < end; word += 4) {
     const size_t i = (word - R->lo) >> 2;
     if (i >= R->ncells) return;  // past the end of the range
@@ -411,8 +421,9 @@ static int add_range(uintptr_t lo, uintptr_t hi, uint8_t space) {
   return 0;
 }
 
-// Starts observing: ranges holds (start, end) of each array argument, not overlapping.
-GCRACE_API int gcrace_reset(const uint64_t* ranges, int nranges, unsigned dyn_shared) {
+// Starts observing: ranges holds (start, end) of each array argument, not overlapping;
+// races = 0 watches bounds only.
+GCRACE_API int gcrace_reset(const uint64_t* ranges, int nranges, unsigned dyn_shared, int races) {
   release();
   memset(&g_hazard, 0, sizeof g_hazard);
   memset(g_pending, 0, sizeof g_pending);
@@ -432,6 +443,7 @@ GCRACE_API int gcrace_reset(const uint64_t* ranges, int nranges, unsigned dyn_sh
   }
   g_block = g_epoch = 0;
   __gcemu_sync_hook = on_sync;
+  g_races = races;
   g_active = 1;
   return 0;
 }
@@ -458,7 +470,7 @@ GCRACE_API void gcrace_finish(void) { release(); }
 // The first conflict: found, address, space, then kind, block, rank and instruction of the
 // earlier access and of the later one.
 GCRACE_API void gcrace_result(uint64_t* out) {
-  if (!g_hazard.found && g_npending) report_pending();  // held in the launch's last block
+  if (!g_hazard.found && g_npending && g_races) report_pending();  // held in the launch's last block
   const Access* a[2] = {&g_hazard.first, &g_hazard.second};
   out[0] = (uint64_t)g_hazard.found;
   out[1] = (uint64_t)g_hazard.addr;

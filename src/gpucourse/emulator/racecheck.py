@@ -9,8 +9,13 @@ reports the first two accesses of different threads to the same bytes that nothi
 one is a plain write, or one is atomic and the other plain, or both are atomics of
 different blocks and one is block-scoped (``atomicAdd_block``: atomic only among the
 threads of its block): read-after-write, write-after-read and write-after-write hazards in
-shared and global memory. Threads of different blocks are never ordered. An access to
-dynamic shared memory past the launch's ``shared_mem`` is reported too.
+shared and global memory. Threads of different blocks are never ordered. An access
+out of bounds is reported too, before any race: to global memory outside every array (the
+launch's copies of its arrays lie between inaccessible pages, ``checks.GuardedArrays``, so
+that such an access is seen before it happens, and faults after), past a static
+``__shared__`` array, or to dynamic shared memory past the launch's ``shared_mem``.
+``Detector.run(..., bounds_only=True)`` looks for those alone, without shadow memory: a
+plain launch that went out of bounds runs again that way to name its line.
 
 :func:`detector` returns the instrumented build of a kernel's source (cached), or None
 where it cannot be made (not Linux, no addr2line, a compiler without -fsanitize=thread);
@@ -28,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import CourseError
-from . import instrument
+from . import checks, instrument
 from .build import KernelError, Library, build_library
 
 HOOKS = instrument.HERE / "racecheck.cpp"
@@ -42,17 +47,20 @@ _RESULT_WORDS = 11
 CELL_BYTES = 100      # sizeof(Cell) in racecheck.cpp: the shadow of each 4-byte word
 #: Most shadow memory one launch may take (lazily committed; 25x the arrays it watches).
 MAX_SHADOW_BYTES = 2 << 30
-#: Zeroed bytes before and after each array in the detector's copy, where an access is out
-#: of bounds: the array's own size, within these limits (a row or a tile too far is caught).
+#: Where guarded copies cannot be made: zeroed bytes before and after each array's copy,
+#: where an access is out of bounds: the array's own size, within these limits.
 OUT_OF_BOUNDS_ROOM, MAX_ROOM = 4096, 16 << 20
+#: How the warning about a missing detector starts (a child process's is issued again here).
+WARNING_START = "race_check runs without its hazard detector"
 
 _lock = threading.Lock()
 _detectors: dict = {}
 _warned = False
 
 
-def detector(kernel) -> "Detector | None":
-    """The race detector's build of ``kernel``'s source, or None where it cannot be made."""
+def detector(kernel, warn: bool = True) -> "Detector | None":
+    """The race detector's build of ``kernel``'s source, or None where it cannot be made
+    (``warn``: say so once, as a RuntimeWarning)."""
     from .source import defines_key
 
     module = kernel.module
@@ -70,7 +78,7 @@ def detector(kernel) -> "Detector | None":
                              module.source, instrument.addr2line())
         except (CourseError, OSError) as exc:
             problem = f"its instrumented build failed ({str(exc).splitlines()[0][:200]})"
-    if problem:
+    if problem and warn:
         _warn_once(problem)
     with _lock:
         return _detectors.setdefault(key, found)
@@ -85,12 +93,16 @@ def _toolchain_problem() -> str:
 
 
 def _warn_once(problem: str, when: str = "") -> None:
+    warn_again(f"{WARNING_START}{' ' + when if when else ''} ({problem}), so only thread "
+               f"orders are compared and lost updates go unnoticed.")
+
+
+def warn_again(text: str) -> None:
+    """Warn ``text`` (a missing detector) unless such a warning was given before."""
     global _warned
     if not _warned:
         _warned = True
-        warnings.warn(f"race_check runs without its hazard detector{' ' + when if when else ''} "
-                      f"({problem}), so only thread orders are compared and lost updates go "
-                      f"unnoticed.", RuntimeWarning, stacklevel=4)
+        warnings.warn(text, RuntimeWarning, stacklevel=5)
 
 
 def _flags() -> tuple[str, ...]:
@@ -128,22 +140,7 @@ def _twin(a: np.ndarray) -> tuple[np.ndarray, tuple[int, int]]:
     return twin, (raw.ctypes.data, raw.ctypes.data + raw.nbytes)
 
 
-def _span(a: np.ndarray) -> tuple[int, int]:
-    """(first byte, one past the last) of the memory ``a`` covers."""
-    start = a.ctypes.data
-    lo = start + sum(min(0, s * (n - 1)) for s, n in zip(a.strides, a.shape))
-    hi = start + sum(max(0, s * (n - 1)) for s, n in zip(a.strides, a.shape)) + a.itemsize
-    return (lo, hi) if a.size else (start, start)
-
-
-def _merged(spans) -> list[tuple[int, int]]:
-    out: list[list[int]] = []
-    for lo, hi in sorted(s for s in spans if s[1] > s[0]):
-        if out and lo <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], hi)
-        else:
-            out.append([lo, hi])
-    return [tuple(s) for s in out]
+_span, _merged = checks.span, checks.merged
 
 
 def _u64(values) -> ctypes.Array:
@@ -165,7 +162,7 @@ class Detector:
         self.addr2line = addr2line
         self._dll = dll = ctypes.CDLL(str(library.path))
         dll.gcrace_reset.restype = ctypes.c_int
-        dll.gcrace_reset.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint]
+        dll.gcrace_reset.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint, ctypes.c_int]
         dll.gcrace_result.argtypes = [ctypes.c_void_p]
         dll.gcrace_shared.argtypes = [ctypes.c_void_p]
         dll.gcrace_bounds.argtypes = [ctypes.c_void_p, ctypes.c_int]
@@ -175,37 +172,62 @@ class Detector:
     def __reduce__(self):
         return Detector, (self.library, "\n".join(self.source_lines), self.addr2line)
 
-    def run(self, name, grid, block, host_args, shared_mem=0) -> "Hazard | None":
-        """Run one launch observed, on copies of the arrays; its first hazard, or None."""
+    def run(self, name, grid, block, host_args, shared_mem=0, *, order="forward", seed=0,
+            bounds_only=False, timeout=None) -> "Hazard | None":
+        """Run one launch observed, on copies of the arrays; its first hazard, or None.
+
+        ``bounds_only``: look for accesses out of bounds alone (no shadow memory, so no size
+        limit); ``order``, ``seed`` as in a plain launch; ``timeout``: seconds it may take."""
+        params = self.library.kernels[name].params
+        arena = checks.guarded(params, host_args, align=64)
+        try:
+            if arena is not None:
+                args = arena.args
+                zones = {i: arena.zone(i) for i in arena.where}
+            else:
+                twins = {i: _twin(a) for i, (p, a) in enumerate(zip(params, host_args))
+                         if p.pointer}
+                args = [twins[i][0] if i in twins else a for i, a in enumerate(host_args)]
+                zones = {i: zone for i, (_, zone) in twins.items()}
+            return self._run(name, grid, block, params, args, zones, shared_mem, order, seed,
+                             bounds_only, timeout)
+        finally:
+            if arena is not None:
+                arena.close()
+
+    def _run(self, name, grid, block, params, args, zones, shared_mem, order, seed, bounds_only,
+             timeout):
         from . import build
 
-        params = self.library.kernels[name].params
-        twins = {i: _twin(a) for i, (p, a) in enumerate(zip(params, host_args)) if p.pointer}
-        args = [twins[i][0] if i in twins else a for i, a in enumerate(host_args)]
-        bounds = [v for t, zone in twins.values() for v in (*_span(t), *zone)]
-        # Arrays the kernel only reads cannot race, unless they overlap one it writes.
-        written = [_span(a) for p, a in zip(params, args) if p.pointer and not p.const]
-        spans = _merged(s for p, a in zip(params, args) if p.pointer
-                        for s in [_span(a)]
-                        if not p.const or any(s[0] < hi and lo < s[1] for lo, hi in written))
-        if sum(hi - lo for lo, hi in spans) // 4 * CELL_BYTES > MAX_SHADOW_BYTES:
-            _warn_once("the launch's arrays are too large for its shadow memory",
-                       "for launches with arrays that large")
-            return None
+        bounds = [v for i, zone in zones.items() for v in (*_span(args[i]), *zone)]
+        spans = []
+        if not bounds_only:
+            # Arrays the kernel only reads cannot race, unless they overlap one it writes.
+            written = [_span(a) for p, a in zip(params, args) if p.pointer and not p.const]
+            spans = _merged(s for p, a in zip(params, args) if p.pointer
+                            for s in [_span(a)]
+                            if not p.const or any(s[0] < hi and lo < s[1] for lo, hi in written))
+            if sum(hi - lo for lo, hi in spans) // 4 * CELL_BYTES > MAX_SHADOW_BYTES:
+                _warn_once("the launch's arrays are too large for its shadow memory",
+                           "for launches with arrays that large")
+                return None
         result = (ctypes.c_uint64 * _RESULT_WORDS)()
         shared = (ctypes.c_uint64 * 3)()
         with build._lock:
             if self._dll.gcrace_reset(_u64([v for s in spans for v in s]), len(spans),
-                                      int(shared_mem)) != 0:
+                                      int(shared_mem), int(not bounds_only)) != 0:
                 return None  # no memory for the shadow: the thread orders have had their say
             self._dll.gcrace_bounds(_u64(bounds), len(bounds) // 4)
             self._dll.gcrace_guards(_u64([v for lo, hi, _ in self.guards for v in (lo, hi)]),
                                     len(self.guards))
+            checks.set_timeout(self.library, timeout)
             try:
-                self.library.launch(name, grid, block, args, shared_mem, echo=False)
+                self.library.launch(name, grid, block, args, shared_mem, order=order, seed=seed,
+                                    echo=False)
             except KernelError:
                 pass  # the plain build ran this launch; only a hazard found before counts
             finally:
+                checks.set_timeout(self.library, None)
                 self._dll.gcrace_result(result)
                 self._dll.gcrace_shared(shared)
                 self._dll.gcrace_finish()

@@ -6,6 +6,11 @@
 // Context switch: a hand-written x86-64 switch (about 20 ns) where it exists, else
 // ucontext (portable, but about 650 ns because swapcontext makes a system call). Define
 // GCEMU_FORCE_UCONTEXT to use the fallback on x86-64 too.
+//
+// A fault (SIGSEGV...) or an interrupt during a launch ends it with a message; gcemu_fault
+// tells Python where a fault was (Python places a launch's arrays between inaccessible
+// pages, so a fault there is an index out of bounds). gcemu_set_timeout arms a watchdog that
+// ends the next launches, an endless loop included, after that many seconds.
 #if defined(__APPLE__) && !defined(_XOPEN_SOURCE)
 #define _XOPEN_SOURCE 700  // ucontext on macOS
 #endif
@@ -13,6 +18,7 @@
 #undef printf
 #undef assert
 
+#include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -26,6 +32,12 @@
 #else
 #define GCEMU_FAST_SWITCH 0
 #include <ucontext.h>
+#endif
+#if defined(__linux__) && defined(__x86_64__)
+#include <ucontext.h>  // the page fault's error code: was it a write?
+#define GCEMU_FAULT_KIND 1
+#else
+#define GCEMU_FAULT_KIND 0
 #endif
 
 #ifndef MAP_NORESERVE
@@ -633,7 +645,16 @@ static struct sigaction g_old_action[NSIG_HANDLED];
 static stack_t g_old_alt;
 static char* g_alt_stack;
 
-static void on_signal(int sig, siginfo_t* info, void*) {
+// The last fault of a launch, for gcemu_fault.
+static volatile int g_fault_write;  // 0 unknown, 1 a read, 2 a write
+static uint3 g_fault_tid, g_fault_block;
+static volatile int g_fault_in_thread;
+// Watchdog (gcemu_set_timeout): it interrupts the launch with SIGINT and says so here.
+static double g_timeout_s;
+static volatile sig_atomic_t g_timed_out;
+
+static void on_signal(int sig, siginfo_t* info, void* context) {
+  (void)context;
   if (!pthread_equal(pthread_self(), g_thread)) {
     if (sig == SIGINT) {
       pthread_kill(g_thread, SIGINT);  // an interrupt is for the launch
@@ -647,6 +668,11 @@ static void on_signal(int sig, siginfo_t* info, void*) {
   g_signal = sig;
   g_fault_addr = info ? info->si_addr : NULL;
   g_fault_code = info ? info->si_code : 0;
+  g_fault_write = 0;
+#if GCEMU_FAULT_KIND
+  if (context && sig == SIGSEGV)  // bit 1 of the page fault's error code: a write
+    g_fault_write = (((ucontext_t*)context)->uc_mcontext.gregs[REG_ERR] & 2) ? 2 : 1;
+#endif
   siglongjmp(g_jmp, 1);
 }
 
@@ -679,8 +705,19 @@ static void remove_handlers(void) {
 static int fault_message(void) {
   char at[96];
   where(at, sizeof at);
+  g_fault_in_thread = g_cur != NULL;
+  if (g_cur) g_fault_tid = g_cur->tid;
+  g_fault_block = blockIdx;
   const int sig = g_signal;
   const char* addr = (const char*)g_fault_addr;
+  if (sig == SIGINT && g_timed_out) {
+    snprintf(g_message, sizeof g_message,
+             "kernel %s did not finish within %g s (an endless loop, e.g. a loop whose index "
+             "never advances, or a launch too large for the emulator: then pass a larger "
+             "timeout=)",
+             g_kernel, g_timeout_s);
+    return 2;
+  }
   if (sig == SIGINT) {
     snprintf(g_message, sizeof g_message, "kernel %s was interrupted", g_kernel);
     return 3;
@@ -714,6 +751,69 @@ static int fault_message(void) {
              "kernel %s: %s stopped at a trap or an illegal instruction", g_kernel, at);
   }
   return 2;
+}
+
+// ---------------------------------------------------------------- watchdog
+
+static pthread_mutex_t g_wd_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_wd_cond = PTHREAD_COND_INITIALIZER;
+static int g_wd_armed;  // a launch is running under the watchdog (guarded by g_wd_mutex)
+static pthread_t g_wd_thread;
+static struct timespec g_wd_deadline;  // CLOCK_REALTIME, as pthread_cond_timedwait wants
+
+static void* watchdog(void*) {
+  pthread_mutex_lock(&g_wd_mutex);
+  while (g_wd_armed) {
+    if (pthread_cond_timedwait(&g_wd_cond, &g_wd_mutex, &g_wd_deadline) == ETIMEDOUT &&
+        g_wd_armed) {
+      // Only while the launch runs: it clears g_wd_armed under this mutex before it stops
+      // listening for SIGINT.
+      g_timed_out = 1;
+      pthread_kill(g_thread, SIGINT);
+      break;
+    }
+  }
+  pthread_mutex_unlock(&g_wd_mutex);
+  return NULL;
+}
+
+static int start_watchdog(void) {
+  g_timed_out = 0;
+  if (!(g_timeout_s > 0)) return 0;
+  clock_gettime(CLOCK_REALTIME, &g_wd_deadline);
+  const double whole = (double)(long long)g_timeout_s;
+  g_wd_deadline.tv_sec += (time_t)whole;
+  g_wd_deadline.tv_nsec += (long)((g_timeout_s - whole) * 1e9);
+  if (g_wd_deadline.tv_nsec >= 1000000000L) {
+    g_wd_deadline.tv_sec++;
+    g_wd_deadline.tv_nsec -= 1000000000L;
+  }
+  g_wd_armed = 1;
+  if (pthread_create(&g_wd_thread, NULL, watchdog, NULL) != 0) {
+    g_wd_armed = 0;  // no watchdog: the launch runs without a time limit
+    return 0;
+  }
+  return 1;
+}
+
+// Stops the watchdog with SIGINT blocked, so that its signal cannot land later in Python;
+// one it sent in the meantime is taken off the queue here.
+static void stop_watchdog(void) {
+  sigset_t block, old;
+  sigemptyset(&block);
+  sigaddset(&block, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &block, &old);
+  pthread_mutex_lock(&g_wd_mutex);
+  g_wd_armed = 0;
+  pthread_cond_signal(&g_wd_cond);
+  pthread_mutex_unlock(&g_wd_mutex);
+  pthread_join(g_wd_thread, NULL);
+  sigset_t pending;
+  if (sigpending(&pending) == 0 && sigismember(&pending, SIGINT)) {
+    int sig;
+    sigwait(&block, &sig);
+  }
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 // ---------------------------------------------------------------- launch
@@ -828,6 +928,10 @@ GCEMU_EXPORT int gcemu_launch(const char* kernel, void (*entry)(void**), void** 
   }
 
   install_handlers();
+  g_signal = 0;
+  g_fault_addr = NULL;
+  g_fault_in_thread = 0;
+  const int watched = start_watchdog();
   if (sigsetjmp(g_jmp, 1) == 0) {
     for (unsigned long long b = 0; b < g_block_count; b++) {
       unsigned long long lin = b;
@@ -844,6 +948,7 @@ GCEMU_EXPORT int gcemu_launch(const char* kernel, void (*entry)(void**), void** 
   } else {
     rc = fault_message();
   }
+  if (watched) stop_watchdog();
   remove_handlers();
   g_cur = NULL;
   if (message && message_len) snprintf(message, message_len, "%s", g_message);
@@ -862,4 +967,23 @@ GCEMU_EXPORT size_t gcemu_static_shared_bytes(void) {
     return (size_t)(__stop_gcshared - __start_gcshared);
 #endif
   return 0;
+}
+
+// Time limit of the launches that follow, in seconds (0: none). A launch that takes longer
+// stops with "did not finish within ... s".
+GCEMU_EXPORT void gcemu_set_timeout(double seconds) { g_timeout_s = seconds > 0 ? seconds : 0; }
+
+// The fault that ended the last launch: signal (0: none), address, 1 for a read or 2 for a
+// write (0: unknown), whether a thread ran, then its threadIdx and blockIdx.
+GCEMU_EXPORT void gcemu_fault(uint64_t* out) {
+  out[0] = (uint64_t)g_signal;
+  out[1] = (uint64_t)(uintptr_t)g_fault_addr;
+  out[2] = (uint64_t)g_fault_write;
+  out[3] = (uint64_t)g_fault_in_thread;
+  out[4] = g_fault_tid.x;
+  out[5] = g_fault_tid.y;
+  out[6] = g_fault_tid.z;
+  out[7] = g_fault_block.x;
+  out[8] = g_fault_block.y;
+  out[9] = g_fault_block.z;
 }

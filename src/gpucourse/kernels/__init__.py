@@ -16,8 +16,11 @@ set); ``from_source(code)`` does the same for a source string, e.g. a learner's 
 Before a launch the grid, block, dynamic shared memory and every argument are checked
 against the device's limits and the kernel's signature, on both backends: an ``int``
 parameter wants ``np.int32``, a ``float*`` a float32 array (a Python int would be passed
-as 64 bits and silently misread). A kernel call also takes ``race_check=True`` and
-``isolate=True, timeout=10.0``, which run it on the emulator (see ``gpucourse.emulator``).
+as 64 bits and silently misread). A kernel call also takes ``race_check=True``,
+``isolate=True`` and ``timeout=`` (seconds), for the emulator: see ``gpucourse.emulator``
+for what they do and for the defaults (a learner's ``from_source`` code gets a 10 s limit,
+the course's own kernels none). On the emulator an index out of bounds raises
+``emulator.OutOfBounds``, naming the line.
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import CompileError, CourseError, DeviceError, LaunchError
+from ..errors import CompileError, CourseError, DeviceError, InputError, LaunchError
 from ..emulator.build import SHARED_MEM_LIMIT
 from ..emulator.source import (KernelSignature, Param, c_string, define_lines, defines_key,
                                find_kernels)
@@ -134,6 +137,8 @@ def _article(word: str) -> str:
 
 
 def _what(a) -> str:
+    if a is None:
+        return "None"
     if isinstance(a, bool):
         return "a Python bool"
     if isinstance(a, int):
@@ -214,6 +219,7 @@ class _Emulated:
     def __init__(self, module: "KernelModule"):
         from ..emulator import build_library
 
+        self.module = module
         self.library = build_library(module.source, filename=module.filename,
                                      defines=module.defines)
         self.static_shared = {s.name: self.library.kernel_static_shared(s.name)
@@ -233,8 +239,12 @@ class _Emulated:
         return Limits(max_dynamic_shared=SHARED_MEM_LIMIT - static,
                       where=f"on the emulator beside its {static} bytes of static __shared__ memory")
 
-    def launch(self, name, grid, block, args, shared_mem, stream=None) -> None:
-        self.library.launch(name, grid, block, args, shared_mem)
+    def launch(self, name, grid, block, args, shared_mem, stream=None, timeout=None) -> None:
+        from ..emulator import checks, racecheck
+
+        kernel = self.module._kernels[name]
+        checks.launch(self.library, name, grid, block, args, shared_mem, timeout=timeout,
+                      detector=lambda: racecheck.detector(kernel, warn=False))
 
 
 _NVRTC_ERROR = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?:catastrophic )?error: (?P<msg>.*)$")
@@ -295,7 +305,7 @@ class _Cupy:
                       max_dynamic_shared=lim.max_dynamic_shared - f.shared_size_bytes,
                       where=f"for {name} on this GPU")
 
-    def launch(self, name, grid, block, args, shared_mem, stream=None) -> None:
+    def launch(self, name, grid, block, args, shared_mem, stream=None, timeout=None) -> None:
         f = self.functions[name]
         if shared_mem > 48 * 1024 and f.max_dynamic_shared_size_bytes < shared_mem:
             f.max_dynamic_shared_size_bytes = shared_mem  # opt in beyond the default 48 KB
@@ -340,29 +350,41 @@ class Kernel:
         return self.module._emulator_library()
 
     def __call__(self, grid, block, args, shared_mem=0, *, stream=None, race_check=False,
-                 isolate=False, timeout=10.0) -> None:
+                 isolate=False, timeout=None) -> None:
         """Launch on the module's backend (``stream``: a CuPy stream; the emulator runs in order).
 
-        ``race_check``/``isolate`` run it on the emulator: in three thread orders and under a
-        hazard detector, and/or in a child process stopped after ``timeout`` s."""
-        if race_check or isolate:
-            from ..emulator import checks
+        ``race_check``: on the emulator, in three thread orders and under a hazard detector,
+        in a child process. ``isolate``: on the emulator in a child process. ``timeout``:
+        seconds each emulator launch may take (None: 10 for a launch of ``from_source`` code
+        or one in a child process, no limit for a course kernel in this process)."""
+        race_check = _flag(race_check, "race_check")
+        isolate = _flag(isolate, "isolate")
+        from ..emulator import checks
 
-            if isolate:
-                checks.run_isolated(self, grid, block, args, shared_mem, timeout=timeout,
-                                    race_check=race_check)
-            else:
-                checks.race_check(self, grid, block, args, shared_mem)
+        if race_check or isolate:
+            timeout = checks.safe_timeout(timeout, checks.DEFAULT_TIMEOUT_S)
+            checks.run_isolated(self, grid, block, args, shared_mem, timeout=timeout,
+                                race_check=race_check)
             return
+        timeout = checks.safe_timeout(
+            timeout, None if self.module.course else checks.DEFAULT_TIMEOUT_S)
         grid3, block3, shared = self._validate(grid, block, args, shared_mem)
-        self.module._impl.launch(self.name, grid3, block3, args, shared, stream)
+        self.module._impl.launch(self.name, grid3, block3, args, shared, stream, timeout=timeout)
+
+
+def _flag(value, what: str) -> bool:
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise LaunchError(f"{what}={value!r} is not a switch: pass {what}=True or {what}=False.")
 
 
 class KernelModule:
     """The kernels of one CUDA C source, built for one backend; kernels are attributes."""
 
-    def __init__(self, source: str, filename: str, defines: dict | None, backend: str):
+    def __init__(self, source: str, filename: str, defines: dict | None, backend: str,
+                 course: bool = False):
         self.source, self.filename, self.backend = source, filename, backend
+        self.course = course  # one of the course's own files (load), not from_source code
         self.defines = dict(defines or {})
         self.signatures = find_kernels(source, filename)
         if not self.signatures:
@@ -420,13 +442,13 @@ _lock = threading.Lock()
 _modules: dict[tuple, KernelModule] = {}
 
 
-def _module(source: str, filename: str, defines, backend) -> KernelModule:
+def _module(source: str, filename: str, defines, backend, course: bool = False) -> KernelModule:
     backend = backend or _active_backend()
-    key = (backend, filename, source, defines_key(defines))
+    key = (backend, filename, source, defines_key(defines), course)
     with _lock:
         if key in _modules:
             return _modules[key]
-    module = KernelModule(source, filename, defines, backend)
+    module = KernelModule(source, filename, defines, backend, course)
     with _lock:
         return _modules.setdefault(key, module)
 
@@ -438,11 +460,14 @@ def load(name: str, defines: dict | None = None, *, backend: str | None = None) 
     emulator (``"cuda"`` the GPU).
     """
     path = _kernel_file(name)
-    return _module(path.read_text(), path.name, defines, backend)
+    return _module(path.read_text(), path.name, defines, backend, course=True)
 
 
 def _kernel_file(name: str) -> Path:
     """The path of a course kernel file by name ("copy" or "copy.cu"), or one clear error."""
+    if not isinstance(name, str):
+        raise InputError(f"a kernel file is named by a string such as \"transpose\", not "
+                         f"{_what(name)}; the course has: {', '.join(available())}.")
     stem = name[:-3] if name.endswith(".cu") else name
     path = KERNEL_DIR / f"{stem}.cu"
     if not re.fullmatch(r"[A-Za-z0-9_]+", stem) or not path.is_file():
@@ -454,6 +479,13 @@ def _kernel_file(name: str) -> Path:
 def from_source(code: str, defines: dict | None = None, *, name: str = "kernel.cu",
                 backend: str | None = None) -> KernelModule:
     """The kernels of a CUDA C source string; ``name`` is the file name errors show."""
+    if not isinstance(code, str):
+        raise InputError(f"from_source takes the CUDA C source as a string (e.g. "
+                         f"from_source('extern \"C\" __global__ void k(float* x) {{ ... }}')), "
+                         f"not {_what(code)}.")
+    if not isinstance(name, str) or not name.strip():
+        raise InputError(f"name={name!r} is not a file name: give a string such as "
+                         f"name=\"my_kernel.cu\" (error messages show it).")
     filename = name if name.endswith(".cu") else f"{name}.cu"
     return _module(code, filename, defines, backend)
 
