@@ -10,7 +10,6 @@ import socket
 import threading
 import time
 
-import numpy as np
 import pytest
 import torch
 import torch.distributed as dist  # the learner functions below run in the workers, where it exists
@@ -111,16 +110,9 @@ def test_the_group_listens_on_the_loopback_address_only(pool):
 
 
 def test_ddp_gradients_equal_single_process_full_batch(pool):
-    line = str(ch3.ddp_check(pool))
-    assert line.startswith("DDP gradients on 2 workers match")
-
-
-def test_gradient_comparison_rejects_a_shard_gradient():
-    g = np.random.default_rng(0)
-    ref = [g.normal(size=(4, 3)), g.normal(size=3)]
-    half = [r * 0.5 + g.normal(size=r.shape) * 0.1 for r in ref]
-    with pytest.raises(AssertionError, match="differ"):
-        ch3._compare_grads(half, ref, ["w", "b"], "DDP gradient")
+    check = ch3.ddp_check(pool)
+    assert str(check).startswith("DDP gradients on 2 workers match")
+    assert check.max_rel_error < 1e-12  # float64 all through, not float32's 1e-7
 
 
 def test_scaling_and_allreduce_sweep(pool):
