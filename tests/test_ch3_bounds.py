@@ -94,8 +94,8 @@ def test_a_ddp_gradient_of_one_shard_is_rejected():
              ch3.mlp_grad_bound(blocks, x.double(), y.double(), 1 / x.numel(), ch3.U64)]
     names = [n for n, _ in ch3.mlp(ch3.CHECK_WIDTH, ch3.CHECK_DEPTH).named_parameters()]
     shard = _grads(blocks, x[:37], y[:37], torch.float64)  # its shard's mean, not the average
-    with pytest.raises(AssertionError, match=r"DDP gradient on rank 1: 0\.0\.weight differs from the "
-                                             r"full-batch gradient at \(\d+, \d+\)"):
+    with pytest.raises(AssertionError, match=r"DDP gradient on rank 1: 0\.0\.weight differs "
+                                             r"from the full-batch gradient at \(\d+, \d+\)"):
         ch3._check_grads(shard, ref, bound, names, "DDP gradient on rank 1",
                          "DDP did not average the shards' gradients")
 

@@ -268,7 +268,8 @@ def test_a_collective_timeout_waits_for_late_joiners_and_names_a_busy_rank():
         assert time.monotonic() - t0 < 11  # reported before rank 2 is done
         assert info.value.ranks == (2,) and info.value.waiting == (0, 1)
         assert "ranks 0, 1 waited 2 s" in str(info.value)
-        assert "that rank 2 never joined (it was still busy elsewhere in the task)" in str(info.value)
+        assert ("that rank 2 never joined (it was still busy elsewhere in the task)"
+                in str(info.value))
         assert "collective_timeout_s" in str(info.value)
         assert not any(proc.is_alive() for proc in p._procs)
 
@@ -282,7 +283,8 @@ def test_a_task_error_is_named_before_the_timeouts_it_causes():
         dist.all_reduce(torch.ones(1))
 
     with ch3.Workers(2, backend="gloo", collective_timeout_s=1.0) as p:
-        with pytest.raises(ch3.WorkerError, match=r"rank 1 failed .* ValueError: bad shard") as info:
+        with pytest.raises(ch3.WorkerError,
+                           match=r"rank 1 failed .* ValueError: bad shard") as info:
             p.run(fails_on_rank_1, timeout_s=60)
         assert not isinstance(info.value, ch3.CollectiveTimeoutError)
 

@@ -4,9 +4,9 @@ Workers are real processes, started the way ``torchrun`` starts them: environmen
 ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR=127.0.0.1`` and a free ``MASTER_PORT``,
 the spawn start method, one process group per launch (NCCL when every worker has a GPU of
 its own, gloo on the CPU otherwise). The rendezvous store listens on the loopback address
-only, and so does gloo (unless ``GLOO_SOCKET_IFNAME`` names another interface). The group stays up, so one launch serves several
-measurements: ``Workers.run(task, ...)`` sends ``task(ctx, ...)`` to every rank and returns
-the per-rank results.
+only, and so does gloo (unless ``GLOO_SOCKET_IFNAME`` names another interface). The group
+stays up, so one launch serves several measurements: ``Workers.run(task, ...)`` sends
+``task(ctx, ...)`` to every rank and returns the per-rank results.
 
 Nothing hangs: each worker's process group has a timeout, and a watchdog in the parent
 stops the whole group and raises ``WorkerDiedError`` naming the rank when a worker dies,
@@ -295,7 +295,8 @@ def _is_collective_timeout(exc: BaseException) -> bool:
     # backend's name in the text tells those apart from a task's own timeouts.
     in_dist = any(f"{os.sep}distributed{os.sep}" in frame.filename
                   for frame in traceback.extract_tb(exc.__traceback__))
-    return in_dist or "gloo" in text or "nccl" in text or isinstance(exc, getattr(dist, "DistError", ()))
+    return (in_dist or "gloo" in text or "nccl" in text
+            or isinstance(exc, getattr(dist, "DistError", ())))
 
 
 def _error_message(rank: int, exc: BaseException) -> tuple:
@@ -837,16 +838,11 @@ def transformer_grad_shapes(d_model: int = 128, layers: int = 8) -> list[tuple[i
 # Every float check of this chapter compares with a bound from error analysis (Higham,
 # "Accuracy and Stability of Numerical Algorithms", 2002, ch. 2-3) that holds for any
 # summation order, blocking, core count or split of the rows over ranks and micro-batches:
-# with unit roundoff u (2^-24 in float32, 2^-53 in float64), k roundings in a row err by at
-# most gamma_k = k*u / (1 - k*u) relative, and a sum of n terms computed in any order by at
-# most gamma_(n-1) * sum|terms| (an FMA only rounds less).
+# with unit roundoff u (models.U32 = 2^-24, models.U64 = 2^-53), k roundings in a row err by
+# at most gamma_k = k*u / (1 - k*u) relative (models.gamma), and a sum of n terms computed in
+# any order by at most gamma_(n-1) * sum|terms| (an FMA only rounds less).
 
-U32, U64 = 2.0**-24, 2.0**-53
-
-
-def _gamma(k: int, u: float) -> float:
-    """gamma_k: the relative error bound of k successive roundings with unit roundoff u."""
-    return k * u / (1 - k * u)
+U32, U64 = models.U32, models.U64
 
 
 def _check_all_reduce(got: np.ndarray, terms: Sequence[np.ndarray], what: str) -> float:
@@ -899,25 +895,26 @@ def mlp_grad_bound(blocks: Sequence[nn.Module], x: torch.Tensor, y: torch.Tensor
         lin = _linear(block)
         w, b = lin.weight.detach().double(), lin.bias.detach().double()
         z = a @ w.T + b
-        ez = _gamma(w.shape[1] + 1, unit) * (mag(a, ea) @ w.abs().T + b.abs()) + ea @ w.abs().T
+        ez = (models.gamma(w.shape[1] + 1, unit) * (mag(a, ea) @ w.abs().T + b.abs())
+              + ea @ w.abs().T)
         saved.append((a, ea, z, ez, w))
         a, ea = (z if isinstance(block, nn.Linear) else torch.relu(z)), ez
     diff = a - y.double()
     ediff = ea + unit * mag(diff, ea)
     d = 2 * loss_scale * diff
-    ed = 2 * loss_scale * (ediff + _gamma(roundings, unit) * mag(diff, ediff))
+    ed = 2 * loss_scale * (ediff + models.gamma(roundings, unit) * mag(diff, ediff))
     rows = x.shape[0]
     out: list[torch.Tensor] = []
     for i in reversed(range(len(blocks))):
         a, ea, _, _, w = saved[i]
-        g_rows = _gamma(rows + roundings, unit)  # the sum over rows, in any grouping
+        g_rows = models.gamma(rows + roundings, unit)  # the sum over rows, in any grouping
         md = mag(d, ed)
         ew = g_rows * md.T @ mag(a, ea) + ed.T @ mag(a, ea) + (d.abs() + ed).T @ ea
         eb = g_rows * md.sum(0) + ed.sum(0)
         out[:0] = [ew, eb]
         if i:
             da = d @ w
-            eda = _gamma(w.shape[0], unit) * md @ w.abs() + ed @ w.abs()
+            eda = models.gamma(w.shape[0], unit) * md @ w.abs() + ed @ w.abs()
             z, ez = saved[i - 1][2], saved[i - 1][3]
             mask = (z > 0).double()
             unsure = z.abs() <= 2 * ez
