@@ -29,7 +29,9 @@
 #define GCEMU_HIDDEN __attribute__((visibility("hidden")))
 
 // ---------------------------------------------------------------- qualifiers
-#define __global__
+// Kernels start on a 64-byte boundary, so that their speed does not depend on how much
+// code comes before them (a hot loop's alignment moved a 256x256 tiled matmul by 4%).
+#define __global__ __attribute__((aligned(64)))
 #define __device__
 #define __host__
 // Device code cannot write constant memory: g++ then rejects such a write, as nvcc does.
