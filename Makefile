@@ -16,7 +16,8 @@ TORCH_SPEC ?= torch==2.13.0
 JOBS ?= 2
 NBVAL := --dist loadscope --nbval-current-env --nbval-cell-timeout=600 -p no:cacheprovider
 
-.PHONY: lab test test-unit test-notebooks test-browser venv labs check-format gpu-check doctor clean FORCE
+.PHONY: lab test test-unit test-notebooks test-matrix test-cpu-checks test-browser venv labs \
+	check-format gpu-check doctor clean FORCE
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +59,77 @@ test-unit: $(VENV)/.installed-dev
 test-notebooks: $(VENV)/.installed-dev
 	$(PY) -m pytest -q -n $(JOBS) --nbval-lax $(NBVAL) notebooks
 	$(PY) -m pytest -q -n $(JOBS) --nbval $(NBVAL) solutions
+
+# The CPU matrix: what `make test` runs, under each oneDNN ISA cap (AVX2: the oneDNN kernels an
+# AVX2-only laptop gets, reproduced on a newer x86 CPU; default: all this CPU has) and each core
+# count (one: pinned to core 0 with taskset, one pytest-xdist worker; all: JOBS workers). Four
+# times `make test`, the pinned half slower: an estimated 20 minutes on 2 cores. Every cell runs, a
+# failing one is named at the end, and the target then fails. Narrow it with MATRIX_ISAS,
+# MATRIX_CORES, MATRIX_UNIT (pytest paths) and MATRIX_NOTEBOOKS / MATRIX_SOLUTIONS (empty: skip):
+#   make test-matrix MATRIX_UNIT=tests/test_tolerances.py MATRIX_NOTEBOOKS= MATRIX_SOLUTIONS=
+MATRIX_ISAS      ?= AVX2 default
+MATRIX_CORES     ?= one all
+MATRIX_UNIT      ?= tests
+MATRIX_NOTEBOOKS ?= notebooks
+MATRIX_SOLUTIONS ?= solutions
+
+test-matrix: $(VENV)/.installed-dev
+	@failed=""; summary=""; \
+	for isa in $(MATRIX_ISAS); do for cores in $(MATRIX_CORES); do \
+	  if [ "$$cores" = one ]; then where="pinned to one core (taskset -c 0)"; else where="all cores"; fi; \
+	  cell="ONEDNN_MAX_CPU_ISA=$$isa, $$where"; \
+	  if [ "$$isa" = default ]; then run="env -u ONEDNN_MAX_CPU_ISA"; \
+	  else run="env ONEDNN_MAX_CPU_ISA=$$isa"; fi; \
+	  jobs=$(JOBS); \
+	  if [ "$$cores" = one ]; then \
+	    if ! command -v taskset >/dev/null 2>&1; then \
+	      echo "test-matrix: skipping $$cell: this system has no taskset (macOS has none)"; continue; fi; \
+	    run="$$run taskset -c 0"; jobs=1; \
+	  fi; \
+	  echo "=== test-matrix: $$cell"; start=$$(date +%s); ok=1; \
+	  if [ -n "$(MATRIX_UNIT)" ]; then $$run $(PY) -m pytest -q -n $$jobs $(MATRIX_UNIT) || ok=0; fi; \
+	  if [ -n "$(MATRIX_NOTEBOOKS)" ]; then \
+	    $$run $(PY) -m pytest -q -n $$jobs --nbval-lax $(NBVAL) $(MATRIX_NOTEBOOKS) || ok=0; fi; \
+	  if [ -n "$(MATRIX_SOLUTIONS)" ]; then \
+	    $$run $(PY) -m pytest -q -n $$jobs --nbval $(NBVAL) $(MATRIX_SOLUTIONS) || ok=0; fi; \
+	  secs=$$(( $$(date +%s) - start )); \
+	  if [ $$ok = 1 ]; then summary="$$summary  passed  $$cell ($$secs s)\n"; \
+	  else summary="$$summary  FAILED  $$cell ($$secs s)\n"; failed="$$failed  $$cell\n"; \
+	    echo "=== test-matrix: FAILED under $$cell"; fi; \
+	done; done; \
+	printf "=== test-matrix summary\n$$summary"; \
+	if [ -n "$$failed" ]; then printf "test-matrix FAILED under:\n$$failed" >&2; exit 1; fi
+
+# The chapters' CPU correctness checks (the tests that run the experiments' own checks, and the
+# tolerance tests) as an AVX2-only laptop with one core runs them: a couple of minutes, for CI.
+CPU_CHECKS := tests/test_tolerances.py tests/test_experiments_cpu.py \
+	tests/test_ch1_experiments.py::test_cpu_stride_sweep_checks_then_measures \
+	tests/test_ch1_experiments.py::test_copy_kernels_on_the_emulator \
+	tests/test_ch1_experiments.py::test_transfer_vs_compute_and_sweep \
+	tests/test_ch1_experiments.py::test_rooflines \
+	tests/test_ch2_experiments.py::test_the_three_loops_train_to_the_same_weights \
+	tests/test_ch2_experiments.py::test_transpose_versions_pass_on_the_emulator_and_the_trace_finds_the_conflict \
+	tests/test_ch2_experiments.py::test_allocation_versions_agree_and_are_counted \
+	tests/test_ch4_experiments.py::test_saxpy_check_catches_a_wrong_kernel \
+	tests/test_ch4_experiments.py::test_divergence_kernels_checked \
+	tests/test_ch4_experiments.py::test_histogram_checked_and_contention \
+	tests/test_ch4_experiments.py::test_reduce_ladder_checked \
+	tests/test_ch5_experiments.py::test_every_matmul_version_is_right_on_the_emulator \
+	tests/test_ch5_experiments.py::test_conv_versions_agree_and_are_timed \
+	tests/test_ch5_experiments.py::test_cudnn_benchmark_mode_checks_then_times_both_modes_on_the_cpu_stand_in \
+	tests/test_ch5_experiments.py::test_sparse_sweep_checks_and_finds_a_crossover_or_says_why \
+	tests/test_ch5_experiments.py::test_chain_versions_match_the_reference \
+	tests/test_ch5_experiments.py::test_precision_sweep_measures_what_runs_and_lists_the_rest \
+	tests/test_ch6_experiments.py::test_int8_linear_matches_fp32_on_awkward_shapes \
+	tests/test_ch6_experiments.py::test_check_int8_rejects_a_broken_model \
+	tests/test_ch6_experiments.py::test_amp_training_checks_and_counts_memory \
+	tests/test_ch6_experiments.py::test_a_low_precision_square_matmul_is_checked_against_float64_before_timing
+
+test-cpu-checks: $(VENV)/.installed-dev
+	@if command -v taskset >/dev/null 2>&1; then pin="taskset -c 0"; else pin=""; \
+	  echo "test-cpu-checks: this system has no taskset (macOS has none): running on all cores"; fi; \
+	ONEDNN_MAX_CPU_ISA=AVX2 $$pin $(PY) -m pytest -q -p no:cacheprovider $(CPU_CHECKS) || \
+	  { echo "test-cpu-checks: FAILED with ONEDNN_MAX_CPU_ISA=AVX2 on one core" >&2; exit 1; }
 
 # Every chapter in JupyterLab in headless Chromium (installs Debian's chromium if missing).
 test-browser: $(VENV)/.installed-dev
