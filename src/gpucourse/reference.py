@@ -27,7 +27,10 @@ PROVENANCE = "_provenance"
 
 
 class ReferenceError(CourseError, ValueError):
-    """A reference file that is malformed or not written by this course."""
+    """A reference file that is malformed or not written by this course. ``field`` is the path
+    of the value that does not fit (("results", "ch1", "gbps", 2)), when one value is to blame."""
+
+    field: tuple | None = None
 
 
 def jsonable(obj):
@@ -164,16 +167,18 @@ class _Spec:
 class _Num(_Spec):
     """A finite number, at least 0 (above 0 with ``positive``), at most MAX_NUMBER."""
 
-    def __init__(self, positive: bool = False, whole: bool = False, signed: bool = False):
-        self.positive, self.whole, self.signed = positive, whole, signed
+    def __init__(self, positive: bool = False, whole: bool = False, signed: bool = False,
+                 maximum: float = MAX_NUMBER):
+        self.positive, self.whole, self.signed, self.maximum = positive, whole, signed, maximum
         kind = "a whole number" if whole else "a number"
-        self.expected = kind + ("" if signed else " above 0" if positive else " of at least 0")
+        self.expected = kind + ("" if signed else " above 0" if positive else " of at least 0") \
+            + (f" and at most {maximum:g}" if maximum < MAX_NUMBER else "")
 
     def check(self, value, path):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise _Bad(path, self.expected, value)
-        if not -MAX_NUMBER <= value <= MAX_NUMBER:  # also NaN, which no comparison passes
-            raise _Bad(path, self.expected, value, f"beyond {MAX_NUMBER:g}")
+        if not -MAX_NUMBER <= value <= self.maximum:  # also NaN, which no comparison passes
+            raise _Bad(path, self.expected, value, f"it is {_show(value)}, beyond {self.maximum:g}")
         if self.whole and value != int(value):
             raise _Bad(path, self.expected, value)
         if not self.signed and (value <= 0 if self.positive else value < 0):
@@ -332,7 +337,8 @@ SECTIONS: dict[str, _Spec] = {
         "device": TEXT, "backend": TEXT, "target_gpu": TEXT, "pass": FLAG, "passed": FLAG,
         "checks": CHECKS,
         "timing": _Record({"backend": TEXT, "device": TEXT, "rows": _rows(
-            {"group": TEXT, "kind": TEXT, "method": TEXT, "seconds": POS, "p20": NUM, "p80": NUM})}),
+            {"group": TEXT, "kind": TEXT, "method": TEXT, "seconds": POS, "p20": NUM, "p80": NUM},
+            required=("group", "method", "seconds"))}),
         "stride_sweep": _Record({
             "block": COUNT, "ceiling_gbps": POS, "coalesced_gbps": NUM, "coalesced_kernel": TEXT,
             "coalesced_versions": TIMES, "device": TEXT, "gbps": _List(NUM), "l2_bytes": NUM,
@@ -383,7 +389,10 @@ SECTIONS: dict[str, _Spec] = {
         "device": TEXT, "passed": FLAG, "checks": CHECKS,
         "block_sweep": _Record({"block_sizes": _List(COUNT), "gbps": _List(NUM),
                                 "median_s": _List(NUM), "n": COUNT, "recommended": COUNT,
-                                "regs_per_thread": WHOLE, "regs_source": TEXT},
+                                # the CPU path models every block size up to 1024 with it:
+                                # 1024 threads launch at up to 64 registers (saxpy needs ~10)
+                                "regs_per_thread": _Num(whole=True, maximum=64),
+                                "regs_source": TEXT},
                                same_length=[("block_sizes", "gbps", "median_s")]),
         "divergence": _Record({"versions": _List(TEXT), "median_s": _List(POS), "n": COUNT,
                                "k": WHOLE}, same_length=[("versions", "median_s")]),
@@ -462,8 +471,10 @@ def validate(data: Any, source: str = "reference data") -> Reference:
     except _Bad as bad:
         if bad.expected == "a date YYYY-MM-DD" and bad.path == ("date",):
             raise ReferenceError(f"{source} has date {_show(data['date'])}, not YYYY-MM-DD.") from None
-        raise ReferenceError(f"{source} is ignored: {_field_problem(bad)}; regenerate it with "
-                             "`make gpu-check`.") from None
+        error = ReferenceError(f"{source} is ignored: {_field_problem(bad)}; regenerate it with "
+                               "`make gpu-check`.")
+        error.field = bad.path
+        raise error from None
     return Reference(gpu=data["gpu"], date=data["date"][:10], command=data["command"],
                      results=data["results"], driver=str(data.get("driver", "")), path=source)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Iterable, Mapping, Sequence
 
 import io
+import re
 
 import matplotlib
 from matplotlib.figure import Figure
@@ -64,10 +65,62 @@ def _register_notebook_display() -> None:
 _register_notebook_display()
 
 
+def literal_text(fig: Figure) -> None:
+    """Show every text of ``fig`` as written: matplotlib reads ``$...$`` as math, so a GPU
+    name, label or command from data ("$x_1$", "H200 $^$") would be typeset, or stop the
+    figure from drawing. Titles, labels, legends and notes get math text turned off; tick
+    labels the course set (FixedFormatter) get their ``$`` escaped; tick labels that matplotlib
+    formats itself (log axes, offsets) keep their math."""
+    from matplotlib.text import Text
+    from matplotlib.ticker import FixedFormatter, FuncFormatter
+
+    texts = fig.findobj(Text)  # first: it makes the ticks the axes will draw
+    own = set()  # tick labels and offsets: made by matplotlib's formatters, which may use math
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            for formatter in (axis.get_major_formatter(), axis.get_minor_formatter()):
+                if isinstance(formatter, FixedFormatter):
+                    formatter.seq = [_escape_dollars(s) for s in formatter.seq]
+                elif isinstance(formatter, FuncFormatter) and \
+                        not getattr(formatter.func, "literal", False):
+                    # set_ticks(ticks, labels) keeps the labels in a FuncFormatter
+                    formatter.func = _literal_labels(formatter.func)
+            for tick in axis.majorTicks + axis.minorTicks:
+                own.update((id(tick.label1), id(tick.label2)))  # their formatters, above
+            own.add(id(axis.offsetText))
+    for text in texts:
+        if id(text) not in own and text.get_parse_math():
+            text.set_parse_math(False)
+
+
+def _literal_labels(func):
+    def literal(x, pos=None):
+        return _escape_dollars(func(x, pos))
+    literal.literal = True
+    return literal
+
+
+def _escape_dollars(text) -> str:
+    """``text`` with each ``$`` not already escaped written as ``\\$`` (a literal dollar)."""
+    return re.sub(r"(?<!\\)\$", r"\\$", str(text))
+
+
+class CourseFigure(Figure):
+    """A Figure that draws its text literally (see :func:`literal_text`), however the text
+    was added: just before every draw, so that text added after ``new_figure`` is covered."""
+
+    def draw(self, renderer):
+        literal_text(self)
+        return super().draw(renderer)
+
+    def __repr__(self):  # what a notebook prints beside the image, as for any Figure
+        return super().__repr__().replace(type(self).__name__, "Figure", 1)
+
+
 def new_figure(nrows: int = 1, ncols: int = 1, figsize=(7.5, 4.0), **kwargs):
     """A Figure and its axes in the course's style (not registered with pyplot)."""
     with matplotlib.rc_context(STYLE):
-        fig = Figure(figsize=figsize, layout="constrained")
+        fig = CourseFigure(figsize=figsize, layout="constrained")
         axes = fig.subplots(nrows, ncols, **kwargs)
     return fig, axes
 

@@ -34,7 +34,7 @@ _SERIES_COLOURS = {"pageable": NAIVE, "pinned (CuPy)": "#17becf", "pinned": OPTI
 
 
 def _series_colour(name: str) -> str:
-    return next(c for k, c in _SERIES_COLOURS.items() if name.startswith(k))
+    return next((c for k, c in _SERIES_COLOURS.items() if name.startswith(k)), MEASURED)
 
 
 def transfer_figure(sweep_result: dict, reference_rows=None) -> Figure:
@@ -52,6 +52,8 @@ def transfer_figure(sweep_result: dict, reference_rows=None) -> Figure:
     markers = "sD^v"
     for i, (label, data) in enumerate(reference_rows):
         for name, ys in data.get("series", {}).items():
+            if len(ys) != len(data.get("sizes", ())):  # a series without its sizes: not drawn
+                continue
             ax.plot(data["sizes"], ys, markers[i % 4], mfc="none", ms=6, color=_series_colour(name),
                     label=f"{name}, {label}")
     ax.axhline(sweep_result["link_peak_gbps"], color=CEILING, ls=":", lw=1.2,
@@ -118,6 +120,12 @@ def loop_references() -> list[tuple[str, dict]]:
             if isinstance(val, dict)]
 
 
+def _per_step(data: dict, names) -> dict:
+    """{loop: ms per step} of the loops a reference run timed."""
+    return {nm: data[nm]["per_step_ms"] for nm in names
+            if isinstance(data.get(nm), dict) and data[nm].get("per_step_ms") is not None}
+
+
 def _same_loop(data: dict, timelines: dict) -> bool:
     """Whether a reference run timed the loop the timelines model: same batch bytes, same
     number of steps, same GPU (when both GPUs are in the spec table)."""
@@ -136,7 +144,7 @@ def loop_figure(timelines: dict, measured: list[dict] | None = None, steps_shown
         reference_rows = loop_references()
     names = list(timelines["versions"])
     refs = [(label, data) for label, data in reference_rows
-            if _same_loop(data, timelines) and any(name in data for name in names)]
+            if _same_loop(data, timelines) and _per_step(data, names)]
     compare = bool(measured or refs)
     n = len(names) + (1 if compare else 0)
     ratios = [1] * len(names) + ([1.6] if compare else [])
@@ -190,7 +198,7 @@ def _loop_comparison(ax, timelines: dict, measured, refs) -> None:
                      {t.label: t.median_s / (t.size or 1) * 1e3 for t in ts}, "measured"))
         where.append(f"measured on {ts[0].device} ({ts[0].size} steps per epoch)")
     for label, data in refs:
-        rows.append((label, {nm: data[nm]["per_step_ms"] for nm in names if nm in data}, "reference"))
+        rows.append((label, _per_step(data, names), "reference"))
         where.append(label)
     height = 0.8 / len(rows)
     fill = dict(zip(names, [NAIVE, MEASURED, OPTIMIZED]))

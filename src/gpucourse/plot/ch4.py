@@ -122,6 +122,17 @@ def _short_version(v: str) -> str:
     return v.replace("divergence_", "").replace("histogram_", "").replace("reduce_", "")
 
 
+def _times_by_version(ref: dict, versions) -> list | None:
+    """A reference run's median time of each of ``versions``, in their order; None when it did
+    not time every one (its own version list, where it has one, says which time is which)."""
+    times = ref.get("median_s") or []
+    named = ref.get("versions") or list(versions)[:len(times)]
+    by_name = dict(zip(named, times))
+    if len(named) != len(times) or any(v not in by_name for v in versions):
+        return None
+    return [by_name[v] for v in versions]
+
+
 def divergence_figure(result: dict) -> Figure:
     """Warp efficiency (model) and time per version (measured on a GPU, reference, or the model's passes)."""
     versions = result["versions"]
@@ -142,7 +153,7 @@ def divergence_figure(result: dict) -> Figure:
     title(a1, "Warp efficiency (model: each branch taken is one pass)", result["device"])
 
     measured = result.get("measured")
-    refs = result.get("reference", [])
+    refs = [r for r in result.get("reference", []) if _times_by_version(r, versions)]
     if measured:
         t = [1e3 * s for s in measured["median_s"]]
         lo = [1e3 * (m - p) for m, p in zip(measured["median_s"], measured["p20_s"])]
@@ -157,7 +168,7 @@ def divergence_figure(result: dict) -> Figure:
         title(a2, f"Measured: n = {result['n']:,}, k = {result['k']}", result["device"])
     elif refs:
         r = refs[0]
-        t = [1e3 * s for s in r["median_s"]]
+        t = [1e3 * s for s in _times_by_version(r, versions)]
         a2.barh(ys, t, fill=False, edgecolor=REFERENCE, hatch="//", label=r["label"])
         fastest = min(t)
         for y, v in zip(ys, t):
@@ -236,8 +247,11 @@ def histogram_figure(result: dict) -> Figure:
     title(a1, "Where the atomics go (the data, counted)", result["device"])
 
     measured = result.get("measured")
-    refs = result.get("reference", [])
+    # a reference run is drawn when it has both kernels' times and says at which skews (lists
+    # of one length, checked when the file was read)
     skews = result["skews"]
+    refs = [r for r in result.get("reference", []) if r.get("v1_s") and r.get("v2_s")
+            and (r.get("skews") or len(r["v1_s"]) == len(skews))]
     xs = np.arange(len(skews))
     if measured or refs:
         r = measured or refs[0]
@@ -250,7 +264,7 @@ def histogram_figure(result: dict) -> Figure:
         a2.bar(xs + 0.2, v2, 0.4, **({"color": OPTIMIZED} if measured else {"edgecolor": OPTIMIZED}),
                label=f"v2 shared privatized ({where})", **style)
         # v1 and v2 differ 100-fold: a log axis shows both, and every bar carries its time.
-        for x, a, b, sp in zip(xs, v1, v2, r["speedup"]):
+        for x, a, b, sp in zip(xs, v1, v2, r.get("speedup") or [a / b for a, b in zip(v1, v2)]):
             a2.annotate(_ms(a), (x - 0.2, a), xytext=(0, 2), textcoords="offset points",
                         ha="center", fontsize=8)
             a2.annotate(f"{_ms(b)}\n{sp:.3g}x faster", (x + 0.2, b), xytext=(0, 2),
@@ -315,7 +329,8 @@ def reduction_figure(result: dict) -> Figure:
 
 def reduction_reference_figure(result: dict):
     """The ladder as measured on a real GPU (reference data) against that GPU's copy bandwidth, or a note saying there is none."""
-    refs = [r for r in result.get("reference", []) if r.get("copy_gbps")]
+    refs = [r for r in result.get("reference", []) if r.get("copy_gbps") and r.get("labels")
+            and len(r["labels"]) == len(r.get("gbps") or ())]
     if not refs:
         return Note("No reference measurement of the reduction ladder on a GPU yet: "
                     "run `make gpu-check` on a GPU to record one.")

@@ -56,7 +56,8 @@ def sgemm_figure(result: dict) -> Figure:
             ax.set_xlim(lo, max(hi, result["peak_gflops"] * (8 if ax.get_xscale() == "log" else 1.35)))
             _relegend(fig, ax, ncols=2)
         return fig
-    refs = result.get("reference", [])
+    # a run with no versions has nothing to draw (its lists are of one length, checked on reading)
+    refs = [r for r in result.get("reference", []) if r["value"].get("labels")]
     fig, ax = new_figure(figsize=(7.5, 0.5 * max(1, sum(len(r["value"]["labels"]) for r in refs)) + 1.8))
     if not refs:
         _note(ax, result.get("note", "no data"))
