@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import textwrap
+import warnings
 
 import numpy as np
 import pytest
@@ -463,4 +464,8 @@ def test_a_launch_too_large_for_the_shadow_memory_keeps_the_orders(mod, monkeypa
     x = np.ones(1000, F32)
     with pytest.warns(RuntimeWarning, match="without its hazard detector for launches with arrays "
                                             "that large"):
+        mod.global_sum(4, 256, (x, np.zeros(1000, F32), I32(1000)), race_check=True)
+    # The detector ran in the child process: its warning is given here, and only once.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         mod.global_sum(4, 256, (x, np.zeros(1000, F32), I32(1000)), race_check=True)
