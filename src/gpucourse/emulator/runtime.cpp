@@ -760,6 +760,7 @@ static pthread_cond_t g_wd_cond = PTHREAD_COND_INITIALIZER;
 static int g_wd_armed;  // a launch is running under the watchdog (guarded by g_wd_mutex)
 static pthread_t g_wd_thread;
 static struct timespec g_wd_deadline;  // CLOCK_REALTIME, as pthread_cond_timedwait wants
+static volatile int g_wd_started;      // a watchdog thread runs for this launch
 
 static void* watchdog(void*) {
   pthread_mutex_lock(&g_wd_mutex);
@@ -789,11 +790,16 @@ static int start_watchdog(void) {
     g_wd_deadline.tv_nsec -= 1000000000L;
   }
   g_wd_armed = 1;
-  if (pthread_create(&g_wd_thread, NULL, watchdog, NULL) != 0) {
-    g_wd_armed = 0;  // no watchdog: the launch runs without a time limit
-    return 0;
-  }
-  return 1;
+  // SIGINT waits until the thread's id is stored (a jump out of pthread_create would lose
+  // it); the watchdog inherits the mask, so an interrupt from outside never lands there.
+  sigset_t block, old;
+  sigemptyset(&block);
+  sigaddset(&block, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &block, &old);
+  g_wd_started = pthread_create(&g_wd_thread, NULL, watchdog, NULL) == 0;
+  if (!g_wd_started) g_wd_armed = 0;  // no watchdog: the launch runs without a time limit
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  return g_wd_started;
 }
 
 // Stops the watchdog with SIGINT blocked, so that its signal cannot land later in Python;
@@ -808,6 +814,7 @@ static void stop_watchdog(void) {
   pthread_cond_signal(&g_wd_cond);
   pthread_mutex_unlock(&g_wd_mutex);
   pthread_join(g_wd_thread, NULL);
+  g_wd_started = 0;
   sigset_t pending;
   if (sigpending(&pending) == 0 && sigismember(&pending, SIGINT)) {
     int sig;
@@ -931,8 +938,9 @@ GCEMU_EXPORT int gcemu_launch(const char* kernel, void (*entry)(void**), void** 
   g_signal = 0;
   g_fault_addr = NULL;
   g_fault_in_thread = 0;
-  const int watched = start_watchdog();
+  g_timed_out = 0;
   if (sigsetjmp(g_jmp, 1) == 0) {
+    start_watchdog();  // only now may its signal jump back here
     for (unsigned long long b = 0; b < g_block_count; b++) {
       unsigned long long lin = b;
       if (g_order_mode == 1) lin = g_block_count - 1 - b;
@@ -948,7 +956,7 @@ GCEMU_EXPORT int gcemu_launch(const char* kernel, void (*entry)(void**), void** 
   } else {
     rc = fault_message();
   }
-  if (watched) stop_watchdog();
+  if (g_wd_started) stop_watchdog();
   remove_handlers();
   g_cur = NULL;
   if (message && message_len) snprintf(message, message_len, "%s", g_message);
