@@ -61,10 +61,11 @@ copies already turn an index out of bounds into one sentence, and a watchdog sto
 launch of a learner's code (``kernels.from_source``) after 10 s (``timeout``) with "did
 not finish within 10 s": a crash or an endless loop is one sentence without a child
 process, and ``__device__`` variables keep their values from one launch to the next, as on
-a GPU (a child's changes to them are lost). The course's own kernels (``kernels.load``)
-run without a time limit, so a long experiment is never cut short. Lab checkers run a
-learner's kernel isolated (``check.run_learner_kernel``: isolate=True, 20 s), and
-``race_check`` always is. Measured on a 2-core CPU machine shared with other jobs: the
+a GPU (a child's changes to them are lost). What only a child process stops: an ``abort()``,
+or a write through a wild pointer or far past a ``__shared__`` array, which can damage the
+emulator's own state. The course's own kernels (``kernels.load``) run without a time
+limit, so a long experiment is never cut short. Lab checkers run a learner's kernel
+isolated (``check.run_learner_kernel``: isolate=True, 20 s), and ``race_check`` always is. Measured on a 2-core CPU machine shared with other jobs: the
 guarded copies add about 0.3 ms of CPU to a launch plus 0.35 ms per MB of arrays (a launch
 of 1000 threads takes 0.14 ms without them, a 256x256 tiled matmul 120 ms either way); a
 child process adds about 8 ms plus 2.5 ms per MB of arrays.
@@ -72,7 +73,8 @@ child process adds about 8 ms plus 2.5 ms per MB of arrays.
 Lower level, for tools such as a profiler: :func:`build_library` compiles a source with
 extra compiler flags and extra C++ sources linked in, and returns a :class:`Library`
 whose ``launch(name, grid3, block3, args, shared_mem, order=..., seed=...)`` runs a
-launch without argument checks; :mod:`.instrument` holds what instrumented builds (the
+launch without argument checks, on the arrays themselves (``checks.launch`` adds the
+guarded copies); :mod:`.instrument` holds what instrumented builds (the
 profiler's, the race detector's) share.
 
 Environment: ``GPUCOURSE_EMU_SWITCH=ucontext`` forces the portable context switch (the
