@@ -48,8 +48,8 @@ extern "C" __global__ void twice(const float* in, float* out, int n) {
   if (i < n) out[i] = 2.0f * in[i];
 }
 """)
-LINES = {tag: 1 + i for i, text in enumerate(SOURCE.splitlines()) for tag in ("STRAY WRITE", "STRAY READ")
-         if tag in text}
+LINES = {tag: 1 + i for i, text in enumerate(SOURCE.splitlines())
+         for tag in ("STRAY WRITE", "STRAY READ") if tag in text}
 
 # Runs each case of argv[1] (JSON) in this process, prints one JSON line per case, then
 # churns the heap: memory a stray write had damaged would crash here.
@@ -332,6 +332,7 @@ def test_an_index_out_of_bounds_comes_before_a_race_found_earlier():
     hazard = det.run("race_then_stray", (1, 1, 1), (64, 1, 1), [np.zeros(64, F32), np.int32(64)])
     assert hazard is not None and not hazard.detail, hazard
     assert re.match(r"kernel race_then_stray: thread \(63,0,0\) of block \(0,0,0\) writes `out` "
-                    r"out of bounds at race_then_stray\.cu line 5 .*element 64 of 64", hazard.message)
+                    r"out of bounds at race_then_stray\.cu line 5 .*element 64 of 64",
+                    hazard.message)
     hazard = det.run("race_then_stray", (1, 1, 1), (64, 1, 1), [np.zeros(65, F32), np.int32(64)])
     assert hazard is not None and "has a race" in hazard.message, "in bounds: the race is named"

@@ -4,13 +4,13 @@ Every emulator launch that comes through ``gpucourse.kernels`` runs on copies of
 (:class:`GuardedArrays`), each placed at the end of its own pages with 64 GB of
 inaccessible address space before and after it: a write out of bounds never reaches the
 Python process's own memory, an access past a page faults at once, and a write into the
-few bytes of a copy's pages that are not the array's changes a known pattern. Either way
+rest of a copy's pages (the part that is not the array) changes a known pattern. Either way
 the launch stops with a :class:`OutOfBounds` error, whose message the race detector's
 instrumented build (``racecheck``) makes exact: it runs the launch once more from the same
 inputs with every access observed and names the source line, thread, block, array and
-element. A read that stays within the array's first or last page (a few bytes past its end,
-or less than a page before its start) cannot fault; ``race_check``, whose detector
-observes every access, names those too.
+element. A read that stays within the array's first or last page (under 16 bytes past its
+end, or less than a page before its start) cannot fault and reads NaN; ``race_check``,
+whose detector observes every access, names those too.
 """
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ class OutOfBounds(KernelError):
 # --------------------------------------------------------------------------- guarded memory
 
 class _Memory:
-    """mmap, mprotect and munmap of the C library, or None where there are none."""
+    """mmap, mprotect, madvise and munmap of the C library."""
 
     def __init__(self):
         libc = ctypes.CDLL(None, use_errno=True)
@@ -75,8 +75,8 @@ class _Memory:
         self.madvise = libc.madvise
         self.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
         self.page = mmap.PAGESIZE
-        self.flags = (mmap.MAP_PRIVATE | getattr(mmap, "MAP_ANONYMOUS", getattr(mmap, "MAP_ANON", 0))
-                      | getattr(mmap, "MAP_NORESERVE", 0))
+        anonymous = getattr(mmap, "MAP_ANONYMOUS", getattr(mmap, "MAP_ANON", 0))
+        self.flags = mmap.MAP_PRIVATE | anonymous | getattr(mmap, "MAP_NORESERVE", 0)
         self.failed = ctypes.c_void_p(-1).value
 
     def reserve(self, nbytes: int) -> int | None:
@@ -110,7 +110,7 @@ def span(a: np.ndarray) -> tuple[int, int]:
         return start, start + a.nbytes
     lo = start + sum(min(0, s * (n - 1)) for s, n in zip(a.strides, a.shape))
     hi = start + sum(max(0, s * (n - 1)) for s, n in zip(a.strides, a.shape)) + a.itemsize
-    return (lo, hi) if a.size else (start, start)
+    return lo, hi
 
 
 def merged(spans) -> list[tuple[int, int]]:
