@@ -31,9 +31,9 @@ and element: the race detector's build (:mod:`.racecheck`) runs the launch again
 same inputs and observes every access. The caller's arrays keep their contents. Only a read
 that stays in its array's first or last page cannot fault (less than a page before the
 start, or under 16 bytes past the end of an array whose size is not a multiple of 16
-bytes): it reads NaN, and ``race_check`` names it. A stack overflow, an integer division by
-zero or a null pointer is a KernelError too, and Ctrl-C (Jupyter's stop button) stops a
-launch.
+bytes): it reads a pattern (NaN as a float), and ``race_check`` names it. A stack
+overflow, an integer division by zero or a null pointer is a KernelError too, and Ctrl-C
+(Jupyter's stop button) stops a launch.
 
 What lab checkers call (each takes a ``gpucourse.kernels`` kernel of either backend and
 the launch of ``kernel(grid, block, args, shared_mem)``; arrays in ``args`` receive the

@@ -9,8 +9,8 @@ the launch stops with a :class:`OutOfBounds` error, whose message the race detec
 instrumented build (``racecheck``) makes exact: it runs the launch once more from the same
 inputs with every access observed and names the source line, thread, block, array and
 element. A read that stays within the array's first or last page (under 16 bytes past its
-end, or less than a page before its start) cannot fault and reads NaN; ``race_check``,
-whose detector observes every access, names those too.
+end, or less than a page before its start) cannot fault and reads a pattern (NaN as a
+float); ``race_check``, whose detector observes every access, names those too.
 """
 from __future__ import annotations
 
