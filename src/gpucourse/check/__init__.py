@@ -166,11 +166,129 @@ class Exercise:
         if isinstance(exc, AssertionError):
             raise AssertionError(f"Exercise {self.number} ({self.title}) not yet right:\n{exc}") \
                 from exc.__cause__
+        if _answer_sentence(exc):  # e.g. a wrong-typed answer: the course's one sentence
+            raise AssertionError(f"Exercise {self.number} ({self.title}) not yet right:\n{exc}") \
+                from None
         hint = _type_error_hint(exc) if isinstance(exc, TypeError) else None
         if hint:
             raise AssertionError(f"Exercise {self.number} ({self.title}) not yet right:\n"
                                  f"{hint} ({exc})") from exc
         return False
+
+
+def _answer_sentence(exc: BaseException) -> bool:
+    """Whether ``exc`` is the course's own sentence about the answer (a wrong-typed answer, a
+    kernel that does not build): shown as the check's one block. A missing GPU or library is
+    about the machine, not the answer, and keeps its own type."""
+    from ..errors import CourseError, DeviceError
+
+    return isinstance(exc, CourseError) and not isinstance(exc, DeviceError)
+
+
+# --------------------------------------------------------------------------- answer types
+
+def _describe(value) -> str:
+    """A wrong answer as a learner would recognise it, for a sentence: "None", "a list [1, 2]"."""
+    import numbers
+
+    if value is None or isinstance(value, (bool, np.bool_)):
+        return repr(value if value is None else bool(value))
+    if isinstance(value, str):
+        text = value if len(value) <= 40 else value[:37] + "..."
+        return f"the text {text!r}"
+    if callable(value) and not isinstance(value, type):
+        return f"the function {getattr(value, '__name__', type(value).__name__)}"
+    shape = getattr(value, "shape", None)
+    if shape is not None and not isinstance(shape, property) and len(tuple(shape)) > 0:
+        return f"an array of shape {tuple(shape)}"
+    if isinstance(value, numbers.Number) or np.ndim(value) == 0 and hasattr(value, "item"):
+        return repr(value.item() if hasattr(value, "item") else value)
+    text = repr(value)
+    kind = type(value).__name__
+    article = "an" if kind[:1].lower() in "aeiou" else "a"
+    short = len(text) <= 40 and " at 0x" not in text  # no memory addresses
+    return f"{article} {kind} {text}" if short else f"{article} {kind}"
+
+
+def answer_error(what: str, value, wanted: str):
+    """The one-sentence InputError for an answer of the wrong type: ``what`` (the answer's
+    name and verb: "vector_add_ai(4) returned") ``value``: ``wanted`` (how to fix it)."""
+    from ..errors import InputError
+
+    if value is None and "returned" in what:  # by far the commonest: no `return` at all
+        return InputError(f"{what} None: {wanted}; does your function end with `return ...`?")
+    return InputError(f"{what} {_describe(value)}: {wanted}.")
+
+
+def number_answer(value, what: str, unit: str = "") -> float:
+    """``value`` as a float when it is one finite real number (a 0-d array too); otherwise an
+    InputError naming ``what`` and what it gave. ``unit`` says what the number means."""
+    import numbers
+
+    unit = f" ({unit})" if unit else ""
+    if isinstance(value, (bool, np.bool_)):
+        raise answer_error(what, value, f"return a number{unit}, not True or False")
+    if isinstance(value, str):
+        raise answer_error(what, value, f"return the number{unit} itself, not text")
+    if callable(value):
+        raise answer_error(what, value, f"return the number{unit} it computes, not the function")
+    if isinstance(value, numbers.Real):
+        number = float(value)
+    elif getattr(value, "dtype", None) is not None and np.ndim(value) == 0 and \
+            np.asarray(value).dtype.kind in "iuf":  # a 0-d NumPy array or tensor
+        number = float(np.asarray(value))
+    elif value is None:
+        raise answer_error(what, value, f"return a number{unit}")
+    else:
+        raise answer_error(what, value, f"return one number{unit}")
+    if not np.isfinite(number):
+        raise answer_error(what, value, f"return a finite number{unit}")
+    return number
+
+
+def whole_answer(value, what: str, unit: str = "", strict: bool = False) -> int:
+    """``value`` as an int when it is a whole number: an int, or (unless ``strict``) a float
+    with nothing after the point (12.0); never a bool."""
+    import numbers
+
+    if isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)):
+        return int(value)
+    number = number_answer(value, what, unit)  # names a wrong type first
+    if not strict and number == int(number):
+        return int(number)
+    raise answer_error(what, value, f"return an int, a whole number{f' ({unit})' if unit else ''}")
+
+
+def text_answer(value, what: str, wanted: str) -> str:
+    """``value`` when it is a string; otherwise an InputError (``wanted``: e.g. "pass the
+    CUDA C source as a string")."""
+    if not isinstance(value, str):
+        raise answer_error(what, value, wanted)
+    return value
+
+
+def choice_answer(value, what: str, choices) -> str:
+    """``value`` when it is one of the strings ``choices``."""
+    options = " or ".join(repr(c) for c in choices)
+    if not isinstance(value, str) or value not in choices:
+        raise answer_error(what, value, f"return {options}")
+    return value
+
+
+def callable_answer(value, what: str, example: str):
+    """``value`` when the checker can call it; ``example`` shows the function to pass
+    ("def vector_add_ai(elem_bytes): ...")."""
+    if not callable(value):
+        raise answer_error(what, value, f"pass the function itself, `{example}`, without "
+                                        "calling it")
+    return value
+
+
+def tuple_answer(value, what: str, length: int, wanted: str) -> tuple:
+    """``value`` when it is a tuple (or list) of ``length`` items; ``wanted`` shows one."""
+    if not isinstance(value, (tuple, list)) or len(value) != length:
+        raise answer_error(what, value, f"return {wanted}")
+    return tuple(value)
 
 
 def _type_error_hint(exc: TypeError) -> str | None:

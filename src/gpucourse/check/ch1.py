@@ -13,7 +13,8 @@ import numpy as np
 
 from .. import device, models, specs
 from ..errors import CourseError
-from . import Exercise, assert_close, random_array
+from . import (Exercise, answer_error, assert_close, callable_answer, choice_answer, number_answer,
+               random_array, text_answer, tuple_answer)
 from .timing import SimulatedAsyncDevice, check_timer
 
 # --------------------------------------------------------------------------- 1.1 coalescing
@@ -94,6 +95,8 @@ def check_coalesced_scale(element_source: str, number: str = "1.1") -> None:
     from .. import kernels
 
     with Exercise(number, "coalesced indexing"):
+        text_answer(element_source, "element_source is",
+                    "pass your element() function as CUDA C source in a string")
         if "NotImplementedError" in element_source:
             raise NotImplementedError
         assert "element" in element_source, (
@@ -155,19 +158,25 @@ def check_intensity(vector_add_ai: Callable, sum_ai: Callable, matmul_ai: Callab
                     number: str = "1.2") -> None:
     """FLOP per byte of vector add, sum and matmul, at several element sizes and shapes."""
     with Exercise(number, "arithmetic intensity"):
+        for name, fn, example in (("vector_add_ai", vector_add_ai, "def vector_add_ai(e): ..."),
+                                  ("sum_ai", sum_ai, "def sum_ai(e): ..."),
+                                  ("matmul_ai", matmul_ai, "def matmul_ai(m, n, k, e): ...")):
+            callable_answer(fn, f"{name} is", example)
         for e in (4, 2, 1):
-            got = float(vector_add_ai(e))
+            got = number_answer(vector_add_ai(e), f"vector_add_ai({e}) returned", "FLOP per byte")
             assert math.isclose(got, _ai_vector_add(e), rel_tol=1e-6), (
                 f"vector_add_ai({e}) = {got:.4g}, expected {_ai_vector_add(e):.4g} FLOP/byte: "
                 "one addition per element, and every element of a, b and out crosses memory once.")
-            got = float(sum_ai(e))
+            got = number_answer(sum_ai(e), f"sum_ai({e}) returned", "FLOP per byte")
             assert math.isclose(got, _ai_sum(e), rel_tol=1e-6), (
                 f"sum_ai({e}) = {got:.4g}, expected {_ai_sum(e):.4g} FLOP/byte: one addition per "
                 "element read (the single output is negligible).")
         for shape in ((4096, 4096, 4096, 2), (1024, 1024, 1024, 4), (8, 4096, 4096, 2),
                       (4096, 1, 4096, 4), (512, 2048, 64, 1)):
-            got, want = float(matmul_ai(*shape)), _ai_matmul(*shape)
             m, n, k, e = shape
+            got = number_answer(matmul_ai(*shape), f"matmul_ai({m}, {n}, {k}, {e}) returned",
+                                "FLOP per byte")
+            want = _ai_matmul(*shape)
             assert math.isclose(got, want, rel_tol=1e-6), (
                 f"matmul_ai(m={m}, n={n}, k={k}, elem_bytes={e}) = {got:.4g}, expected {want:.4g}: "
                 "2*m*n*k FLOPs (a multiply and an add per term) over the bytes of A (m x k), "
@@ -195,15 +204,17 @@ BOUND_CASES = (
 def check_bound(roofline_time: Callable, number: str = "1.3") -> None:
     """``roofline_time(flops, nbytes, gpu, precision) -> (seconds, "memory" | "compute")``."""
     with Exercise(number, "roofline time and bound"):
+        callable_answer(roofline_time, "roofline_time is",
+                        "def roofline_time(flops, nbytes, gpu, precision): ...")
         for what, flops, nbytes, gpu, prec in BOUND_CASES:
             ref = models.roofline(flops, nbytes, gpu, prec)
-            out = roofline_time(flops, nbytes, gpu, prec)
-            assert isinstance(out, tuple) and len(out) == 2, (
-                f"return a tuple (seconds, 'memory' or 'compute'), got {out!r}")
-            t, bound = out
-            assert bound in ("memory", "compute"), f"the bound is 'memory' or 'compute', got {bound!r}"
-            assert math.isclose(float(t), ref.time, rel_tol=1e-3), (
-                f"{what} on the {gpu} ({prec}): {float(t):.4g} s, expected {ref.time:.4g} s "
+            call = f"roofline_time({flops:g}, {nbytes:g}, {gpu!r}, {prec!r}) returned"
+            t, bound = tuple_answer(roofline_time(flops, nbytes, gpu, prec), call, 2,
+                                    "a pair (seconds, 'memory' or 'compute')")
+            t = number_answer(t, f"{call} a time that is", "seconds")
+            choice_answer(bound, f"{call} a bound that is", ("memory", "compute"))
+            assert math.isclose(t, ref.time, rel_tol=1e-3), (
+                f"{what} on the {gpu} ({prec}): {t:.4g} s, expected {ref.time:.4g} s "
                 f"= max(FLOPs / peak {prec} FLOP/s, bytes / bandwidth in bytes/s): compute and "
                 "memory traffic overlap, so the slower of the two sets the time.")
             assert bound == ref.bound, (
@@ -228,10 +239,12 @@ def check_bandwidth_timer(effective_bandwidth: Callable, nbytes: int = 64 * 2**2
     Uses ``check_timer``: a version without synchronization or without warm-up fails.
     """
     def ratio_on(launch, synchronize, work_s):
-        gbps = effective_bandwidth(launch, synchronize, nbytes)
-        assert isinstance(gbps, (int, float, np.floating)) and gbps > 0, (
-            f"return the bandwidth as a positive number of GB/s, got {gbps!r}")
-        return float(gbps), float(gbps) / (nbytes / work_s / 1e9)
+        callable_answer(effective_bandwidth, "effective_bandwidth is",
+                        "def effective_bandwidth(launch, synchronize, nbytes): ...")
+        gbps = number_answer(effective_bandwidth(launch, synchronize, nbytes),
+                             "effective_bandwidth(launch, synchronize, nbytes) returned", "GB/s")
+        assert gbps > 0, f"return the bandwidth as a positive number of GB/s, got {gbps!r}"
+        return gbps, gbps / (nbytes / work_s / 1e9)
 
     def measure(launch, synchronize):
         gbps, ratio = ratio_on(launch, synchronize, SimulatedAsyncDevice().work_s)
@@ -312,8 +325,14 @@ def _decision_cases():
 def check_transfer(transfer_seconds: Callable, worth_moving: Callable, number: str = "1.5") -> None:
     """``transfer_seconds(nbytes, gpu, pinned)`` against the transfer model, and the move decision."""
     with Exercise(number, "transfer time and the move/don't-move decision"):
+        callable_answer(transfer_seconds, "transfer_seconds is",
+                        "def transfer_seconds(nbytes, gpu, pinned=True): ...")
+        callable_answer(worth_moving, "worth_moving is", "def worth_moving(batch_bytes, "
+                        "result_bytes, cpu_s, gpu_s, gpu, pinned=True, reuses=1): ...")
         for nbytes, gpu, pinned in TRANSFER_CASES:
-            got, want = float(transfer_seconds(nbytes, gpu, pinned)), _ref_transfer(nbytes, gpu, pinned)
+            got = number_answer(transfer_seconds(nbytes, gpu, pinned),
+                                f"transfer_seconds({nbytes}, {gpu!r}, {pinned}) returned", "seconds")
+            want = _ref_transfer(nbytes, gpu, pinned)
             spec = specs.lookup(gpu)
             assert math.isclose(got, want, rel_tol=1e-3), (
                 f"transfer_seconds({nbytes:,} bytes, {gpu!r}, pinned={pinned}) = {got:.4g} s, "
@@ -324,7 +343,9 @@ def check_transfer(transfer_seconds: Callable, worth_moving: Callable, number: s
             batch, result, cpu_s, gpu_s, gpu, pinned, reuses = case
             want = _ref_worth_moving(*case)
             got = worth_moving(batch, result, cpu_s, gpu_s, gpu, pinned=pinned, reuses=reuses)
-            assert isinstance(got, (bool, np.bool_)), f"return True or False, got {got!r}"
+            if not isinstance(got, (bool, np.bool_)):
+                raise answer_error(f"worth_moving(batch={batch:,} B, ...) returned", got,
+                                   "return True or False")
             assert bool(got) == want, (
                 f"worth_moving(batch={batch:,} B, result={result:,} B, cpu {cpu_s:.3g} s, gpu "
                 f"{gpu_s:.3g} s, {gpu}, pinned={pinned}, reuses={reuses}) should be {want}: compare "

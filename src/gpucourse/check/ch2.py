@@ -18,7 +18,8 @@ from typing import Callable
 import numpy as np
 
 from .. import models
-from . import Exercise, assert_close, learner_kernel, random_array, rng, run_learner_kernel
+from . import (Exercise, answer_error, assert_close, callable_answer, learner_kernel, random_array,
+               rng, run_learner_kernel, whole_answer)
 
 # --------------------------------------------------------------------------- allocation counter
 
@@ -245,12 +246,12 @@ def check_bank_ways(bank_ways: Callable, number: str = "2.1",
                     title: str = "counting bank conflicts") -> None:
     """``bank_ways(byte_addresses) -> int`` must equal the n-way of models.bank_conflicts."""
     with Exercise(number, title):
+        callable_answer(bank_ways, "bank_ways is", "def bank_ways(byte_addresses): ...")
         for name, addrs in _bank_cases().items():
             want = models.bank_conflicts(addrs).ways
-            got = bank_ways(list(addrs))
-            assert isinstance(got, (int, np.integer)), \
-                f"return an int (the n of an n-way conflict), got {type(got).__name__}"
-            if int(got) != want:
+            got = whole_answer(bank_ways(list(addrs)), f"bank_ways for the pattern {name!r} returned",
+                               "the n of an n-way conflict", strict=True)
+            if got != want:
                 hint = ""
                 if name.startswith("broadcast") or "pairs" in name or "two words" in name:
                     hint = (" Lanes that read the SAME 4-byte word are served at once "
@@ -287,6 +288,9 @@ def check_pinned_loop(train_fast: Callable, train_step: Callable, number: str = 
     import torch
 
     with Exercise(number, title):
+        callable_answer(train_fast, "train_fast is",
+                        "def train_fast(model, opt, X, Y, batch, device): ...")
+        callable_answer(train_step, "train_step is", "def train_step(model, opt, x, y): ...")
         X, Y, model, batch = _loop_problem()
         ref = _clone_model(model)
         ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
@@ -354,6 +358,8 @@ def check_buffer_reuse(momentum_steps: Callable, number: str = "2.4",
     import torch
 
     with Exercise(number, title):
+        callable_answer(momentum_steps, "momentum_steps is",
+                        "def momentum_steps(w, v, grads, lr, beta): ...")
         for n, steps in ((1, 1), (7, 3), (4099, 5)):
             w = torch.from_numpy(random_array(n, np.float32, seed=n))
             v = torch.from_numpy(random_array(n, np.float32, seed=n + 1, kind="uniform"))
@@ -419,15 +425,18 @@ def check_mixed_bytes(mixed_precision_bytes: Callable, number: str = "2.5",
                       title: str = "memory of mixed-precision training") -> None:
     """``mixed_precision_bytes(model) -> dict`` equals the nbytes of the real tensors."""
     with Exercise(number, title):
+        callable_answer(mixed_precision_bytes, "mixed_precision_bytes is",
+                        "def mixed_precision_bytes(model): ...")
         for model in _footprint_models():
             got = mixed_precision_bytes(model)
             want = _mixed_reference(model)
-            assert isinstance(got, dict) and set(want) <= set(got), \
-                f"return a dict with the keys {sorted(want)}"
+            if not (isinstance(got, dict) and set(want) <= set(got)):
+                raise answer_error("mixed_precision_bytes(model) returned", got,
+                                   f"return a dict with the keys {sorted(want)}")
             what = type(model).__name__ if not hasattr(model, "__len__") else \
                 " + ".join(type(m).__name__ for m in model)
             for k in want:
-                said = int(got[k])
+                said = whole_answer(got[k], f"mixed_precision_bytes(model)[{k!r}] is", "bytes")
                 low = k not in ("master_copy", "optimizer_state")  # the fp32 ones
                 if low and said == 2 * want[k]:
                     why = " That is 4 bytes a value: these tensors are in 2-byte bf16 or fp16."

@@ -11,7 +11,8 @@ import math
 import numpy as np
 
 from .. import models
-from . import Exercise
+from . import (Exercise, answer_error, callable_answer, choice_answer, number_answer,
+               whole_answer)
 
 # Exercise 3.1: gradients of a 1.5-billion-parameter model in bf16 (2 bytes each), 8 GPUs in
 # a ring whose links move 450 GB/s each way, 5 microseconds per step.
@@ -31,16 +32,10 @@ ALLREDUCE_CASES = [
 
 
 def _value(x, what: str) -> float:
-    if hasattr(x, "time") and not isinstance(x, (int, float)):
-        raise AssertionError(f"{what} should be a number of seconds, not a {type(x).__name__}: "
-                             "return the time itself (a float).")
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        raise AssertionError(f"{what} should be a number of seconds, got {x!r}.") from None
-    if not math.isfinite(v):
-        raise AssertionError(f"{what} is {v}: it should be a finite number of seconds.")
-    return v
+    """``what`` ("allreduce_seconds(...) returned") as a number of seconds."""
+    if hasattr(x, "time") and not isinstance(x, (int, float)):  # models.ring_allreduce_time(...)
+        raise answer_error(what, x, "return the time itself, its .time (a number of seconds)")
+    return number_answer(x, what, "seconds")
 
 
 def _close(a: float, b: float, rtol: float = 1e-6) -> bool:
@@ -86,9 +81,11 @@ def check_allreduce_time(allreduce_seconds, answer=None, number: str = "3.1",
     """``allreduce_seconds(nbytes, workers, bandwidth, latency)`` against the ring model on
     several cases, then ``answer`` (seconds for ``SCENARIO_3_1``) if given."""
     with Exercise(number, title):
+        callable_answer(allreduce_seconds, "allreduce_seconds is",
+                        "def allreduce_seconds(nbytes, workers, bandwidth, latency): ...")
         for n, p, bw, lat in ALLREDUCE_CASES:
             got = _value(allreduce_seconds(n, p, bw, lat),
-                         f"allreduce_seconds({n:g}, {p}, {bw:g}, {lat:g})")
+                         f"allreduce_seconds({n:g}, {p}, {bw:g}, {lat:g}) returned")
             want = models.ring_allreduce_time(n, p, bw, lat).time
             assert _close(got, want), (
                 f"allreduce_seconds({n:g} bytes, {p} workers, {bw / 1e9:g} GB/s, "
@@ -99,7 +96,7 @@ def check_allreduce_time(allreduce_seconds, answer=None, number: str = "3.1",
             nbytes = s["params"] * s["bytes_per_grad"]
             want = models.ring_allreduce_time(nbytes, s["workers"], s["bandwidth"],
                                               s["latency"]).time
-            got = _value(answer, "t_step")
+            got = _value(answer, "t_step is")
             assert not _close(got, want * 1e3, 1e-4), (
                 f"t_step = {got:.4g}: that is milliseconds; give the time in seconds.")
             for wrong_bytes, why in ((s["params"] * 4, "the gradients are bf16: 2 bytes each, "
@@ -124,7 +121,12 @@ def check_average_gradients(result: dict, number: str = "3.2",
     """``result`` from ``experiments.ch3.try_average_gradients``: after your function every
     rank must hold the full-batch gradient of every parameter (what DDP computes)."""
     with Exercise(number, title):
-        p = int(result["world_size"])
+        keys = ("world_size", "reference", "names", "manual", "local")
+        if not (isinstance(result, dict) and all(k in result for k in keys)):
+            raise answer_error("result is", result, "pass what "
+                               "experiments.ch3.try_average_gradients(your_function) returns (a "
+                               "dict of the workers' gradients)")
+        p = whole_answer(result["world_size"], "result['world_size'] is", "workers")
         assert p >= 2, (f"run it on at least 2 workers (got {p}): with one worker any function "
                         "that leaves the gradients alone looks right.")
         ref, names = result["reference"], result["names"]
@@ -133,6 +135,10 @@ def check_average_gradients(result: dict, number: str = "3.2",
             assert len(manual) == len(ref), (
                 f"rank {rank} returned {len(manual)} gradients for {len(ref)} parameters.")
             for name, g, loc, want in zip(names, manual, local, ref):
+                try:  # a gradient that is not an array of numbers counts as missing
+                    g = None if g is None else np.asarray(g, dtype=np.float64)
+                except (TypeError, ValueError):
+                    g = None
                 if g is None or not np.isfinite(g).all():
                     raise AssertionError(f"rank {rank}: the gradient of {name} is missing or not "
                                          "finite; average the existing p.grad in place.")
@@ -191,6 +197,8 @@ def check_microbatches(smallest_microbatches, number: str = "3.3",
                        title: str = "micro-batches for a bubble under the target") -> None:
     """``smallest_microbatches(stages, target)`` on several stage counts and targets."""
     with Exercise(number, title):
+        callable_answer(smallest_microbatches, "smallest_microbatches is",
+                        "def smallest_microbatches(stages, target): ...")
         for p, target in MICROBATCH_CASES:
             got = smallest_microbatches(p, target)
             assert isinstance(got, (int, np.integer)) and not isinstance(got, bool), (
@@ -256,12 +264,17 @@ def check_strategy(choose_strategy, number: str = "3.4",
                    title: str = "a parallel strategy from the memory model") -> None:
     """``choose_strategy(params, activations, device_bytes, devices) -> (name, stages)``."""
     with Exercise(number, title):
+        callable_answer(choose_strategy, "choose_strategy is",
+                        "def choose_strategy(params, activations, device_bytes, devices): ...")
         for params, acts, mem, n in STRATEGY_CASES:
             got = choose_strategy(params, acts, mem, n)
             assert isinstance(got, tuple) and len(got) == 2, (
                 f"choose_strategy returned {got!r}: return a pair (name, stages), e.g. "
                 "('pipeline', 2).")
-            name, k = got
+            call = f"choose_strategy({params:g}, {acts:g}, {mem:g}, {n}) returned"
+            name = choice_answer(got[0], f"{call} a name that is", ("data", "pipeline", "does not fit"))
+            k = whole_answer(got[1], f"{call} a number of stages that is", "stages")
+            got = (name, k)
             want = choose_strategy_reference(params, acts, mem, n)
             need = training_bytes(params, acts)
             case = (f"{params / 1e9:g} B parameters, {acts:.3g} activations, "

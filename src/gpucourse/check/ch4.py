@@ -14,13 +14,17 @@ import numpy as np
 from .. import models, specs
 from ..emulator.source import strip_comments
 from ..models import ceil_div
-from . import Exercise, learner_kernel, learner_module, random_array, rng, run_learner_kernel
+from . import (Exercise, callable_answer, learner_kernel, learner_module, number_answer,
+               random_array, rng, run_learner_kernel, text_answer, whole_answer)
 
 NBINS = 256
 WARP = 32
 
 
 def _code(source: str) -> str:
+    """The learner's kernel source without comments and string contents (one sentence when it
+    is not a string)."""
+    text_answer(source, "the source you passed is", "pass your kernel's CUDA C source as a string")
     return strip_comments(source, blank_strings=True)
 
 
@@ -51,14 +55,17 @@ def check_launch_config(choose, number: str = "4.1",
                         title: str = "a launch configuration from registers and shared memory") -> None:
     """``choose(n, regs_per_thread, smem_per_block, gpu) -> (grid, block)`` must cover n with the best occupancy."""
     with Exercise(number, title):
+        callable_answer(choose, "choose is", "def choose(n, regs_per_thread, smem_per_block, gpu): ...")
         for n, regs, smem, gpu in LAUNCH_CASES:
             case = f"n={n:,}, {regs} registers/thread, {smem:,} B shared/block on {gpu}"
             got = choose(n, regs, smem, gpu)
             assert isinstance(got, tuple) and len(got) == 2, \
                 f"return a tuple (grid, block); got {got!r} for {case}."
             # the launch style ((grid,), (block,)) means the same in one dimension
-            grid, block = (int(v[0]) if isinstance(v, tuple) and len(v) == 1 else int(v)
-                           for v in got)
+            grid, block = (whole_answer(v[0] if isinstance(v, tuple) and len(v) == 1 else v,
+                                        f"choose(...) for {case} returned a {what} that is",
+                                        f"{what} size")
+                           for v, what in zip(got, ("grid", "block")))
             assert block % WARP == 0 and 32 <= block <= 1024, (
                 f"block {block} for {case}: use a multiple of 32 between 32 and 1024, or the "
                 f"last warp of every block runs with {WARP - block % WARP} of its lanes idle.")
@@ -274,13 +281,15 @@ def check_pipeline_time(formula, number: str = "4.5",
                         title: str = "the time of a copy/compute pipeline") -> None:
     """``formula(h2d, compute, d2h, chunks)`` must match the stream-timeline model with one stream per chunk."""
     with Exercise(number, title):
+        callable_answer(formula, "formula is", "def formula(h2d, compute, d2h, chunks): ...")
         g = rng(45)
         cases = [(1.0, 1.0, 1.0, 1), (1.0, 1.0, 1.0, 8), (4.0, 1.0, 2.0, 16), (0.5, 3.0, 0.5, 4),
                  (2.0, 0.1, 2.0, 3)]
         cases += [tuple(g.uniform(0.1, 5.0, 3)) + (int(g.integers(1, 33)),) for _ in range(5)]
         for h, c, d, k in cases:
             want = models.stream_timeline(k, h, c, d, chunks=k).total
-            got = float(formula(h, c, d, k))
+            got = number_answer(formula(h, c, d, k),
+                                f"formula({h:.3g}, {c:.3g}, {d:.3g}, {k}) returned", "seconds")
             assert abs(got - want) <= 1e-9 * want, (
                 f"h2d={h:.3g}, compute={c:.3g}, d2h={d:.3g} in {k} chunks: got {got:.4g}, the "
                 f"model gives {want:.4g}. The first chunk goes through all three stages; after "

@@ -16,7 +16,8 @@ from .. import specs
 from ..emulator.source import strip_comments
 from ..errors import PrecisionError
 from ..models import ceil_div
-from . import Exercise, assert_close, learner_kernel, random_array, run_learner_kernel
+from . import (Exercise, assert_close, callable_answer, choice_answer, learner_kernel, number_answer,
+               random_array, run_learner_kernel, text_answer, whole_answer)
 
 # A value no correct kernel writes: the padding after an output must still hold it.
 SENTINEL = np.float32(-12345.5)
@@ -89,7 +90,8 @@ def check_tiled_matmul(source: str, tile: int = 16, number: str = "5.1",
     ``__syncthreads`` is a race), and with C inside a larger buffer (stray stores show).
     """
     with Exercise(number, title):
-        code = strip_comments(source, blank_strings=True) if isinstance(source, str) else ""
+        text_answer(source, "the source you passed is", "pass your kernel's CUDA C source as a string")
+        code = strip_comments(source, blank_strings=True)
         if "__shared__" not in code:
             raise AssertionError("stage the tiles of A and B in `__shared__` arrays: this "
                                  "exercise is about reusing each loaded value TILE times.")
@@ -179,13 +181,17 @@ def check_fused_chain(source: str, traffic: Callable, number: str = "5.2",
     """``fused_chain(x, y, n)`` computes y = relu(x·1.5 + 0.25)² − 1 in one pass, and
     ``traffic(n)`` returns the (unfused, fused) bytes moved for n float32 values."""
     with Exercise(number, title):
+        text_answer(source, "the source you passed is", "pass your kernel's CUDA C source as a string")
+        callable_answer(traffic, "traffic is", "def traffic(n): ...")
         for n in (1, 1000, 2**20 + 3):
             got = traffic(n)
             want = chain_bytes(n)
             if not (isinstance(got, (tuple, list)) and len(got) == 2):
                 raise AssertionError(f"traffic(n) must return a pair (unfused_bytes, fused_bytes), "
                                      f"got {got!r}.")
-            if tuple(int(v) for v in got) != want:
+            got = tuple(whole_answer(v, f"traffic({n}) returned {which} bytes that are", "bytes")
+                        for v, which in zip(got, ("unfused", "fused")))
+            if got != want:
                 hint = ""
                 if got[0] == want[0] // 2 or got[1] == want[1] // 2:
                     # Half the count: reads alone, or 2 bytes a value; name both.
@@ -249,10 +255,19 @@ def check_crossover(crossover: Callable, choose: Callable, number: str = "5.3",
     """``crossover(densities, sparse_ms, dense_ms)`` interpolates where sparse meets dense (None
     when it does not in the range); ``choose(density, crossover)`` says "sparse" or "dense"."""
     with Exercise(number, title):
+        callable_answer(crossover, "crossover is", "def crossover(densities, sparse_ms, dense_ms): ...")
+        callable_answer(choose, "choose is", "def choose(density, crossover): ...")
+
+        def found(densities, sparse, dense):
+            got = crossover(list(densities), list(sparse), dense)
+            return None if got is None else number_answer(
+                got, "crossover(densities, sparse_ms, dense_ms) returned",
+                "a density, or None when sparse and dense do not cross")
+
         answers = []
         for densities, true, overhead, dense in CROSSOVER_CASES:
             sparse = _synthetic_sweep(true, densities, overhead, dense)
-            answers.append(crossover(list(densities), list(sparse), dense))
+            answers.append(found(densities, sparse, dense))
         if len(set(map(repr, answers))) == 1 and answers[0] is not None:
             raise AssertionError(f"crossover(...) returned {answers[0]!r} for every data set, though "
                                  "their crossovers differ: a fixed rule of thumb? Compute it from "
@@ -278,7 +293,7 @@ def check_crossover(crossover: Callable, choose: Callable, number: str = "5.3",
         d = (0.001, 0.01, 0.1)
         for sparse, dense, why in (((2.0, 3.0, 9.0), 1.0, "sparse is slower everywhere"),
                                    ((0.1, 0.2, 0.5), 1.0, "sparse is faster everywhere")):
-            got = crossover(list(d), list(sparse), dense)
+            got = found(d, sparse, dense)
             if got is not None:
                 raise AssertionError(f"when {why} in the measured range (sparse {sparse} ms, dense "
                                      f"{dense} ms), there is no crossover in it: return None, not {got!r}.")
@@ -286,6 +301,8 @@ def check_crossover(crossover: Callable, choose: Callable, number: str = "5.3",
                                      (0.08, 0.075, "dense"), (0.5, 0.075, "dense"),
                                      (0.2, 0.31, "sparse"), (0.013, 0.013, "dense")):
             got = choose(density, cross)
+            if not isinstance(got, str):  # a wrong word gets the hint below
+                choice_answer(got, f"choose({density}, {cross}) returned", ("sparse", "dense"))
             if got != want:
                 raise AssertionError(f"choose({density}, crossover={cross}) returned {got!r}; below "
                                      f"the crossover sparse is faster (\"sparse\"), at or above it "
@@ -312,11 +329,13 @@ def check_percent_of_peak(percent_of_peak: Callable, number: str = "5.4",
                           title: str = "% of the datasheet peak") -> None:
     """``percent_of_peak(m, n, k, seconds, gpu, precision)`` for an m×k by k×n matmul."""
     with Exercise(number, title):
+        callable_answer(percent_of_peak, "percent_of_peak is",
+                        "def percent_of_peak(m, n, k, seconds, gpu, precision): ...")
         for m, n, k, s, gpu, p in PEAK_CASES:
-            got = percent_of_peak(m, n, k, s, gpu, p)
+            got = number_answer(percent_of_peak(m, n, k, s, gpu, p),
+                                f"percent_of_peak({m}, {n}, {k}, {s:g}, {gpu!r}, {p!r}) returned",
+                                "a percentage")
             want = percent_of_peak_reference(m, n, k, s, gpu, p)
-            if not isinstance(got, (int, float, np.floating)) or not np.isfinite(got):
-                raise AssertionError(f"return a number (a percentage), got {got!r}.")
             if abs(got - want) <= 1e-6 * want:
                 continue
             ratio = got / want

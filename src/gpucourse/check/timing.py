@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 
-from . import Exercise
+from . import Exercise, callable_answer, number_answer
 
 
 class SimulatedAsyncDevice:
@@ -54,9 +54,10 @@ def check_timer(measure, number: str = "0.2", title: str = "a correct timing fun
     missing synchronize (far too fast) or a missing warm-up (far too slow).
     """
     with Exercise(number, title):
+        callable_answer(measure, "the timing function is", "def measure(launch, synchronize): ...")
         dev = SimulatedAsyncDevice()
-        got = measure(dev.launch, dev.synchronize)
-        assert isinstance(got, float), f"return a float number of seconds, got {type(got).__name__}"
+        got = number_answer(measure(dev.launch, dev.synchronize),
+                            "the timing function returned", "seconds per call")
         true = dev.work_s
         assert dev.syncs > 0, ("your function never called synchronize(): it timed the launch, "
                                "not the work (asynchronous launches return at once).")
