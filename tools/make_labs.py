@@ -87,19 +87,74 @@ def learner_edited(path: pathlib.Path) -> bool:
     """True when a lab on disk no longer matches the hash it was generated with."""
     try:
         nb = read(path)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
+        return True
+    if not isinstance(nb, dict) or not isinstance(nb.get("metadata", {}), dict):
         return True
     recorded = nb.get("metadata", {}).get(HASH_KEY)
     nb["metadata"] = {k: v for k, v in nb.get("metadata", {}).items() if k != HASH_KEY}
     return recorded != hashlib.sha256(dumps(nb).encode()).hexdigest()
 
 
-def expected_labs(solutions: pathlib.Path) -> dict[str, str]:
-    """Lab file name → its generated text, for every solution notebook."""
+def _solution(path: pathlib.Path) -> dict:
+    """A solution notebook read from ``path``; LabError (one line naming it) when it is not one."""
+    import json
+
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise LabError(f"{path.name}: cannot be read ({exc.strerror or exc}).") from None
+    try:
+        nb = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise LabError(f"{path.name}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at position "
+                       f"{exc.start}); save the notebook again from Jupyter.") from None
+    except json.JSONDecodeError as exc:
+        raise LabError(f"{path.name}: not a notebook, its JSON is broken ({exc.msg}, line "
+                       f"{exc.lineno}); restore it from git or save it again from Jupyter.") \
+            from None
+    except RecursionError:
+        raise LabError(f"{path.name}: not a notebook (its JSON nests too deeply).") from None
+    cells = nb.get("cells") if isinstance(nb, dict) else None
+    if not isinstance(cells, list) or not isinstance(nb.get("metadata", {}), dict) or not all(
+            isinstance(c, dict) and c.get("cell_type") in ("code", "markdown", "raw")
+            and isinstance(c.get("metadata", {}), dict) and _is_source(c.get("source", ""))
+            for c in cells):
+        raise LabError(f"{path.name}: not a notebook (it needs a list of cells, each with a "
+                       "cell_type and a source).")
+    return nb
+
+
+def _is_source(src) -> bool:
+    return isinstance(src, str) or isinstance(src, list) and all(isinstance(s, str) for s in src)
+
+
+def expected_labs(solutions: pathlib.Path, problems: list | None = None) -> dict[str, str]:
+    """Lab file name → its generated text, for every solution notebook.
+
+    A solution that cannot be read or turned into a lab raises LabError, or, when a
+    ``problems`` list is given, is left out with one line appended to it.
+    """
     out = {}
     for sol in sorted(solutions.glob("*.ipynb")):
-        out[sol.name] = dumps(lab_from_solution(read(sol), sol.name))
+        try:
+            out[sol.name] = dumps(lab_from_solution(_solution(sol), sol.name))
+        except LabError as exc:
+            if problems is None:
+                raise
+            problems.append(str(exc))
     return out
+
+
+def _current(path: pathlib.Path) -> str | None:
+    """The lab on disk as text; None when there is none; "" when it cannot be read as text
+    (it then differs from any generated lab and counts as edited, so it is kept)."""
+    if not path.exists():
+        return None
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ""
 
 
 def main(argv=None) -> int:
@@ -111,11 +166,12 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     sol_dir, lab_dir = pathlib.Path(args.solutions), pathlib.Path(args.labs)
     lab_dir.mkdir(exist_ok=True)
-    wanted = expected_labs(sol_dir)
+    problems: list[str] = []
+    wanted = expected_labs(sol_dir, problems)
     stale = []
     for name, text in wanted.items():
         path = lab_dir / name
-        current = path.read_text(encoding="utf-8") if path.exists() else None
+        current = _current(path)
         if current == text:
             continue
         if args.check:
@@ -128,11 +184,13 @@ def main(argv=None) -> int:
             continue
         path.write_text(text, encoding="utf-8")
         print(f"wrote {path}")
+    for line in problems:  # after the labs that could be made: one line each, then fail
+        print(f"no lab from {sol_dir / line}", file=sys.stderr)
     if args.check and stale:
         print("labs out of date with solutions/: " + ", ".join(stale)
               + "\nrun `python tools/make_labs.py` and commit labs/.", file=sys.stderr)
         return 1
-    return 0
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":
