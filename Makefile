@@ -60,8 +60,9 @@ test-notebooks: $(VENV)/.installed-dev
 	$(PY) -m pytest -q -n $(JOBS) --nbval-lax $(NBVAL) notebooks
 	$(PY) -m pytest -q -n $(JOBS) --nbval $(NBVAL) solutions
 
-# The CPU matrix: what `make test` runs, under each oneDNN ISA cap (AVX2: the oneDNN kernels an
-# AVX2-only laptop gets, reproduced on a newer x86 CPU; default: all this CPU has) and each core
+# The CPU matrix: what `make test` runs, under each ISA cap (AVX2: the oneDNN kernels and PyTorch's
+# own vectorized kernels an AVX2-only laptop gets, reproduced on a newer x86 CPU with
+# ONEDNN_MAX_CPU_ISA and ATEN_CPU_CAPABILITY; default: all this CPU has) and each core
 # count (one: pinned to core 0 with taskset, one pytest-xdist worker; all: JOBS workers). Four
 # times `make test`, the pinned half slower: an estimated 20 minutes on 2 cores. Every cell runs, a
 # failing one is named at the end, and the target then fails. Narrow it with MATRIX_ISAS,
@@ -78,8 +79,8 @@ test-matrix: $(VENV)/.installed-dev
 	for isa in $(MATRIX_ISAS); do for cores in $(MATRIX_CORES); do \
 	  if [ "$$cores" = one ]; then where="pinned to one core (taskset -c 0)"; else where="all cores"; fi; \
 	  cell="ONEDNN_MAX_CPU_ISA=$$isa, $$where"; \
-	  if [ "$$isa" = default ]; then run="env -u ONEDNN_MAX_CPU_ISA"; \
-	  else run="env ONEDNN_MAX_CPU_ISA=$$isa"; fi; \
+	  if [ "$$isa" = default ]; then run="env -u ONEDNN_MAX_CPU_ISA -u ATEN_CPU_CAPABILITY"; \
+	  else run="env ONEDNN_MAX_CPU_ISA=$$isa ATEN_CPU_CAPABILITY=$$(echo $$isa | tr A-Z a-z)"; fi; \
 	  jobs=$(JOBS); \
 	  if [ "$$cores" = one ]; then \
 	    if ! command -v taskset >/dev/null 2>&1; then \
@@ -128,7 +129,7 @@ CPU_CHECKS := tests/test_tolerances.py tests/test_experiments_cpu.py \
 test-cpu-checks: $(VENV)/.installed-dev
 	@if command -v taskset >/dev/null 2>&1; then pin="taskset -c 0"; else pin=""; \
 	  echo "test-cpu-checks: this system has no taskset (macOS has none): running on all cores"; fi; \
-	ONEDNN_MAX_CPU_ISA=AVX2 $$pin $(PY) -m pytest -q -p no:cacheprovider $(CPU_CHECKS) || \
+	ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 $$pin $(PY) -m pytest -q -p no:cacheprovider $(CPU_CHECKS) || \
 	  { echo "test-cpu-checks: FAILED with ONEDNN_MAX_CPU_ISA=AVX2 on one core" >&2; exit 1; }
 
 # Every chapter in JupyterLab in headless Chromium (installs Debian's chromium if missing).
