@@ -79,7 +79,8 @@ profiler's, the race detector's) share.
 
 Environment: ``GPUCOURSE_EMU_SWITCH=ucontext`` forces the portable context switch (the
 fast one is x86-64 only); ``GPUCOURSE_EMU_STACK_KB`` sets each thread's stack (32 KB);
-``CXX`` picks the compiler.
+``CXX`` picks the compiler, and may start with launcher words
+(``CXX="ccache g++"``), split as a shell would.
 """
 from __future__ import annotations
 

@@ -225,11 +225,15 @@ class _Emulated:
         self.static_shared = {s.name: self.library.kernel_static_shared(s.name)
                               for s in module.signatures}
         for name, size in self.static_shared.items():
-            if size > SHARED_MEM_LIMIT:  # as nvcc and NVRTC refuse it (ptxas: too much shared data)
+            # Arrays count used or not (a compiler may drop an unused one), so the message
+            # states the limit, not what a compiler would do.
+            if size > SHARED_MEM_LIMIT:
                 raise CompileError(
-                    f"{module.filename}: kernel {name} has {size} bytes of static __shared__ "
-                    f"memory, over the {SHARED_MEM_LIMIT} bytes (48 KB) a block may declare; "
-                    f"CUDA refuses to compile that, so use smaller arrays (a smaller tile).")
+                    f"{module.filename}: kernel {name} uses more than the 48 KB of static shared "
+                    f"memory a block may have ({size} __shared__ bytes, {SHARED_MEM_LIMIT} "
+                    f"allowed); use a smaller tile, or on a GPU dynamic shared memory (extern "
+                    f"__shared__) after cudaFuncSetAttribute(kernel, "
+                    f"cudaFuncAttributeMaxDynamicSharedMemorySize, bytes).")
 
     def limits(self, name: str) -> Limits:
         static = self.static_shared[name]
