@@ -115,7 +115,20 @@ def findings() -> list[Finding]:
         out.append(Finding(OK, "backend", device.banner().lines()[0]))
     except Exception as exc:
         out.append(Finding(FAIL, "backend", str(exc), "unset GPUCOURSE_DEVICE or fix the GPU setup"))
+    out += _reference_files()
     return out
+
+
+def _reference_files(folder=None) -> list[Finding]:
+    """One warning per reference file that figures leave out, naming it and why; none when all
+    are fine (a warning: the course runs without them)."""
+    from . import reference
+
+    folder = reference.FOLDER if folder is None else folder
+    return [Finding(WARN, "reference data", problem,
+                    f"figures leave this file out: fix or delete it in {folder} (`make gpu-check` "
+                    "on a GPU writes a new one)")
+            for problem in reference.problems(folder)]
 
 
 def main() -> int:
