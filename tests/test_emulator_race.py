@@ -1,5 +1,6 @@
 """race_check's hazard detector: lost updates and missing barriers named by line, and no
-false alarms where a barrier, a warp-level sync or an atomic orders the accesses."""
+false alarms where a barrier, a warp-level sync or an atomic orders the accesses; its thread
+orders: float sums that differ only by rounding pass, within a bound derived from the launch."""
 from __future__ import annotations
 
 import re
@@ -11,6 +12,7 @@ import pytest
 
 import gpucourse.emulator as emu
 import gpucourse.kernels as gk
+from gpucourse import models
 from gpucourse.emulator import KernelError, racecheck
 
 SOURCE = textwrap.dedent(r"""
@@ -469,3 +471,122 @@ def test_a_launch_too_large_for_the_shadow_memory_keeps_the_orders(mod, monkeypa
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         mod.global_sum(4, 256, (x, np.zeros(1000, F32), I32(1000)), race_check=True)
+
+
+# --------------------------------------------------------------------------- float sums in any order
+
+SUMS = textwrap.dedent(r"""
+extern "C" __global__ void atomic_sum(const float* x, float* out, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    atomicAdd(out, x[i]);
+}
+
+extern "C" __global__ void tree_sum(const float* x, float* out, int n, int sync) {
+  __shared__ float s[256];
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  s[threadIdx.x] = i < n ? x[i] : 0.0f;  // TREE LOAD
+  if (sync) __syncthreads();
+  for (int h = blockDim.x / 2; h > 0; h /= 2) {
+    if (threadIdx.x < h) s[threadIdx.x] += s[threadIdx.x + h];  // TREE ADD
+    if (sync) __syncthreads();
+  }
+  if (threadIdx.x == 0) atomicAdd(out, s[0]);
+}
+
+extern "C" __global__ void plain_sum(const float* x, float* out, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[0] += x[i];
+}
+""")
+
+
+@pytest.fixture(scope="module")
+def sums():
+    return gk.from_source(SUMS, name="sums.cu", backend="cpu")
+
+
+def skewed(n: int) -> np.ndarray:
+    """Positive values over many magnitudes, largest first: the forward order adds the small
+    ones to a large partial sum and rounds them off, the reverse order adds them first."""
+    return -np.sort(-np.random.default_rng(n).lognormal(0.0, 4.0, n)).astype(F32)
+
+
+@pytest.mark.parametrize("n, grid", [(1 << 16, 256), (1 << 20, 4096), (1 << 20, 64)])
+def test_a_correct_float_atomic_sum_passes_in_every_order(sums, n, grid):
+    """Orders differ by up to 2 * gamma_n * sum|x| (2.3e-4 relative at 2^16 here): more than a
+    fixed 1e-4, within the bound race_check derives from the launch."""
+    x = skewed(n)
+    out = np.zeros(1, F32)
+    sums.atomic_sum(grid, 256, (x, out, I32(n)), race_check=True, timeout=60)
+    exact = x.sum(dtype=np.float64)
+    assert abs(out[0] - exact) <= models.gamma(n) * exact, "the forward order's result is kept"
+
+
+def test_the_orders_of_a_float_atomic_sum_really_differ_beyond_a_fixed_tolerance(sums):
+    """Why the bound: the forward and reverse orders of the 2^16 sum above differ by more
+    than 1e-4 of the sum, and less than the derived bound."""
+    n = 1 << 16
+    x = skewed(n)
+    lib = sums.atomic_sum._emulator_library()
+    got = {}
+    for order in ("forward", "reverse"):
+        out = np.zeros(1, F32)
+        emu.checks.launch(lib, "atomic_sum", (256, 1, 1), (256, 1, 1), [x, out, I32(n)],
+                          order=order)
+        got[order] = float(out[0])
+    spread = abs(got["forward"] - got["reverse"]) / max(map(abs, got.values()))
+    bound = emu.checks.order_tolerance(256 * 256, [x, np.zeros(1, F32)], F32)
+    assert 1e-4 < spread < bound, (spread, bound)
+
+
+def test_a_correct_tree_then_atomics_sum_passes_and_a_tree_without_barriers_is_a_race(sums):
+    n = 1 << 16
+    x = skewed(n)
+    out = np.zeros(1, F32)
+    sums.tree_sum(n // 256, 256, (x, out, I32(n), I32(1)), race_check=True, timeout=60)
+    with pytest.raises(KernelError, match="has a race") as info:
+        sums.tree_sum(n // 256, 256, (x, np.zeros(1, F32), I32(n), I32(0)), race_check=True,
+                      timeout=60)
+    assert re.search(r"sums\.cu line \d+", str(info.value)), str(info.value)
+
+
+def test_a_plain_float_sum_of_2_16_terms_is_still_a_race(sums):
+    x = skewed(1 << 16)
+    with pytest.raises(KernelError, match=r"kernel plain_sum has a race \(read-after-write"):
+        sums.plain_sum(256, 256, (x, np.zeros(1, F32), I32(x.size)), race_check=True, timeout=60)
+
+
+def test_without_the_detector_orders_still_catch_a_tree_without_barriers(sums, monkeypatch):
+    monkeypatch.setattr(racecheck, "_toolchain_problem", lambda: "it needs Linux")
+    monkeypatch.setattr(racecheck, "_detectors", {})
+    monkeypatch.setattr(racecheck, "_warned", True)  # its warning is tested above
+    x = skewed(1 << 16)
+    with pytest.raises(KernelError, match=r"kernel tree_sum has a race: argument `out` comes out "
+                                          r"different"):
+        sums.tree_sum(256, 256, (x, np.zeros(1, F32), I32(x.size), I32(0)), race_check=True,
+                      timeout=60)
+    sums.atomic_sum(4096, 256, (skewed(1 << 20), np.zeros(1, F32), I32(1 << 20)),
+                    race_check=True, timeout=60)
+
+
+@pytest.mark.parametrize("threads, size, dtype, n, u", [
+    (1000, 10, F32, 1001, 2.0 ** -24),  # one term per thread
+    (10, 1 << 20, F32, (1 << 20) + 1, 2.0 ** -24),  # a grid-stride loop over N: N / T + T <= N + 1
+    (1 << 16, 1 << 16, F32, (1 << 16) + 1, 2.0 ** -24),
+    (1000, 10, np.float64, 1001, 2.0 ** -24),  # a float sum may be stored in a double
+    (100, 10, np.float16, 101, 2.0 ** -11),
+])
+def test_the_order_tolerance_is_twice_gamma_n_of_the_launch(threads, size, dtype, n, u):
+    g = models.gamma(n, u)
+    got = emu.checks.order_tolerance(threads, [np.zeros(size, dtype), np.zeros(1, dtype)], dtype)
+    assert got == pytest.approx(2 * g / (1 - g), rel=1e-12)
+
+
+def test_where_rounding_may_lose_every_digit_only_nan_and_infinities_are_compared():
+    assert emu.checks.order_tolerance(1, [np.zeros(1 << 23, F32)], F32) == np.inf
+    a = np.array([1.0, np.nan, np.inf], F32)
+    assert emu.checks._difference(a, np.array([5.0, np.nan, np.inf], F32), np.inf) == ""
+    assert "1 of 3 elements differ" in emu.checks._difference(
+        a, np.array([5.0, 1.0, np.inf], F32), np.inf)
+    assert "1 of 3 elements differ" in emu.checks._difference(
+        a, np.array([5.0, np.nan, -np.inf], F32), np.inf)

@@ -39,11 +39,13 @@ What lab checkers call (each takes a ``gpucourse.kernels`` kernel of either back
 the launch of ``kernel(grid, block, args, shared_mem)``; arrays in ``args`` receive the
 result; failures raise :class:`KernelError`, a ``CourseError``):
 
-``race_check(kernel, grid, block, args, shared_mem=0, *, seed=0, rtol=1e-4, timeout=10.0)``
+``race_check(kernel, grid, block, args, shared_mem=0, *, seed=0, rtol=None, timeout=10.0)``
     runs the launch in a child process with threads (and blocks) in forward, reverse and
     shuffled order, then once more under a hazard detector (:mod:`.racecheck`) that watches
     every shared and global access, and raises "kernel X has a race" when the results
-    differ (floats compared within rtol) or two threads touch the same bytes with nothing
+    differ (floats by more than reordering float additions can make, a bound from the
+    launch's threads and array sizes, ``checks.order_tolerance``; or by more than ``rtol``
+    times an array's largest value) or two threads touch the same bytes with nothing
     ordering them (at least one a plain write, or one atomic and one plain). Orders alone
     miss a lost update (``out[0] += x[i]`` runs whole here); the detector names both source
     lines. Where it cannot be built (not Linux, no binutils) a warning says so once and only

@@ -30,7 +30,6 @@ from ..errors import CompileError, CourseError, DeviceError, LaunchError
 from .build import KernelError
 
 DEFAULT_TIMEOUT_S = 10.0
-DEFAULT_RTOL = 1e-4
 #: How many times longer than ``timeout`` the race detector's run may take: its -O0 build
 #: calls a hook for every access (about 15 times slower than a plain launch).
 DETECTOR_SLOWDOWN = 40
@@ -422,34 +421,66 @@ def _diagnosed(lib, name, grid, block, args, shared_mem, order, seed, timeout, d
 
 # --------------------------------------------------------------------------- race check
 
+def order_tolerance(threads: int, arrays, dtype) -> float:
+    """Largest |difference| / (the array's largest |value|) that reordering float additions
+    can make between two thread orders of a correct kernel with ``threads`` threads and
+    ``arrays`` (its array arguments), in an output of ``dtype``; inf where rounding may lose
+    every digit.
+
+    Float atomics add in thread order, so a correct sum comes out different in each order.
+    Added in any order, n terms are within gamma_n * sum|terms| of their exact sum
+    (gamma_n = n*u / (1 - n*u)), so two orders differ by at most 2 * gamma_n * sum|terms|.
+    The checker knows neither n nor the terms, so it bounds them by what it does know:
+    - n: a thread adds its share of the largest array (N elements over T threads: N / T
+      terms), and the T threads' sums meet by atomics (T roundings; a tree of them fewer):
+      N / T + T <= max(N, T) + 1 roundings for any T.
+    - sum|terms|: for terms of one sign it is the exact sum, at most |computed| / (1 - gamma_n);
+      the array's largest |value| stands in for it (terms of both signs are not bounded here).
+    - u: the output's unit roundoff, or float32's where that is coarser (a float sum may be
+      stored in a double).
+    """
+    u = max(float(np.finfo(dtype).eps) / 2, 2.0 ** -24)
+    n = max([int(threads)] + [int(a.size) for a in arrays]) + 1
+    if n * u >= 0.5:
+        return math.inf
+    g = n * u / (1 - n * u)
+    return 2 * g / (1 - g)
+
+
 def _difference(first: np.ndarray, other: np.ndarray, rtol: float) -> str:
-    """'' when the two results agree, else how they differ (floats within ``rtol``)."""
+    """'' when the two results agree, else how they differ (floats within ``rtol`` of the
+    largest finite |value| of either, NaN and infinities alike)."""
     a, b = first.reshape(-1), other.reshape(-1)
-    if a.dtype.kind in "fc":
-        finite = np.abs(a[np.isfinite(a)])
-        # Float atomics add in thread order, so sums may differ in their last bits.
-        scale = float(finite.max()) if finite.size else 0.0
-        same = np.isclose(a, b, rtol=rtol, atol=rtol * scale, equal_nan=True)
-    else:
-        same = a == b
-    bad = np.flatnonzero(~same)
+    bad = np.flatnonzero(a != b)  # most results agree bit for bit: one pass
+    if bad.size and a.dtype.kind in "fc":
+        x, y = a[bad], b[bad]
+        finite = np.isfinite(a) & np.isfinite(b)
+        scale = float(max(np.abs(a[finite]).max(initial=0), np.abs(b[finite]).max(initial=0)))
+        with np.errstate(invalid="ignore", over="ignore"):
+            close = np.abs(x - y) <= rtol * scale if math.isfinite(rtol) else True
+        both_finite = np.isfinite(x) & np.isfinite(y)
+        bad = bad[~((both_finite & close) | (np.isnan(x) & np.isnan(y)))]
     if not bad.size:
         return ""
     k = int(bad[0])
-    return (f"{bad.size} of {a.size} elements differ, the first at flat index {k}: "
+    beyond = (f" by more than {rtol:.2g} x the largest |value| (more than rounding explains)"
+              if a.dtype.kind in "fc" and math.isfinite(rtol) else "")
+    return (f"{bad.size} of {a.size} elements differ{beyond}, the first at flat index {k}: "
             f"{a[k]!r} in forward order against {b[k]!r}")
 
 
 def run_launch(lib, name, grid, block, host_args, shared_mem=0, *, race_check=False,
-               seed=0, rtol=DEFAULT_RTOL, echo=True, detector=None, timeout=None) -> str:
+               seed=0, rtol=None, echo=True, detector=None, timeout=None) -> str:
     """One guarded launch on the emulator (:func:`launch`), or three (forward, reverse,
     shuffled) with ``race_check``.
 
     With ``race_check`` the arrays end up holding the forward-order result, and a
-    KernelError says "this kernel has a race" when another order gives another result,
-    or when ``detector`` (a ``racecheck.Detector`` of the same source) finds a hazard in
-    one more launch from the same inputs. ``timeout`` limits each launch (the detector's
-    run gets ``DETECTOR_SLOWDOWN`` times as long).
+    KernelError says "this kernel has a race" when another order gives another result
+    (floats: beyond ``rtol`` times the array's largest |value|; None: what reordering float
+    additions can make, :func:`order_tolerance`), or when ``detector`` (a
+    ``racecheck.Detector`` of the same source) finds a hazard in one more launch from the
+    same inputs. ``timeout`` limits each launch (the detector's run gets
+    ``DETECTOR_SLOWDOWN`` times as long).
     """
     if not race_check:
         return launch(lib, name, grid, block, host_args, shared_mem, echo=echo, timeout=timeout,
@@ -473,9 +504,17 @@ def run_launch(lib, name, grid, block, host_args, shared_mem=0, *, race_check=Fa
         timeout=None if timeout is None else timeout * DETECTOR_SLOWDOWN)
     if hazard and not hazard.detail:  # memory the launch does not have: that comes first
         raise OutOfBounds(hazard.message, named=True)
+    # Float atomics add in thread order: a float output may differ by what reordering its
+    # additions can make, and no more.
+    threads, given = math.prod(grid) * math.prod(block), [host_args[j] for j in arrays]
+    tols = {}
+    for i in arrays:
+        dtype = host_args[i].dtype
+        tols[i] = (rtol if rtol is not None or dtype.kind not in "fc"
+                   else order_tolerance(threads, given, dtype))
     for order in ("reverse", "shuffle"):
         for i in arrays:
-            diff = _difference(results["forward"][i], results[order][i], rtol)
+            diff = _difference(results["forward"][i], results[order][i], tols[i])
             if diff:
                 why = (hazard.detail if hazard and hazard.detail else
                        "a thread reads memory that another thread writes without a "
@@ -518,14 +557,16 @@ def _write_back(kernel, args, results: dict) -> None:
             target.set(np.ascontiguousarray(value, dtype=target.dtype))
 
 
-def race_check(kernel, grid, block, args, shared_mem=0, *, seed=0, rtol=DEFAULT_RTOL,
+def race_check(kernel, grid, block, args, shared_mem=0, *, seed=0, rtol=None,
                timeout=DEFAULT_TIMEOUT_S) -> None:
     """Run ``kernel`` on the emulator with forward, reverse and shuffled thread orders, then
     once more under the hazard detector (``racecheck``), all in a child process.
 
     Raises KernelError ("... has a race ...") when the results differ or two threads'
     accesses conflict with nothing ordering them; otherwise the arrays in ``args`` hold the
-    result, as after a normal launch. Works for a kernel of either backend (GPU arrays are
+    result, as after a normal launch. Float results may differ by what reordering float
+    additions can make (:func:`order_tolerance`), or by ``rtol`` times an array's largest
+    |value| where ``rtol`` is given. Works for a kernel of either backend (GPU arrays are
     copied to the host and back). ``timeout`` limits each of the three launches.
     """
     run_isolated(kernel, grid, block, args, shared_mem, timeout=timeout, race_check=True,
@@ -637,7 +678,7 @@ def _warn_again(caught) -> None:
 
 
 def run_isolated(kernel, grid, block, args, shared_mem=0, *, timeout=DEFAULT_TIMEOUT_S,
-                 race_check=False, seed=0, rtol=DEFAULT_RTOL) -> None:
+                 race_check=False, seed=0, rtol=None) -> None:
     """Run ``kernel`` on the emulator in a child process, each launch stopped after
     ``timeout`` s.
 
