@@ -3,6 +3,7 @@ import json
 
 import numpy as np
 import pytest
+from matplotlib.text import Text
 
 import gpucourse as gc
 from gpucourse import models
@@ -332,3 +333,100 @@ def test_streams_figure_says_one_stream_not_one_streams():
     fig = plot4.streams_figure(ch4.streams(n_streams=1))
     titles = [ax.get_title(loc="left") for ax in fig.axes]
     assert any("over 1 stream:" in t for t in titles), titles
+
+
+def test_block_sizes_that_cannot_launch_at_the_reference_register_count_are_skipped(
+        reference_folder):
+    """At 128 registers a block of 768 or 1024 threads needs more than the 65,536 registers a
+    block may use: the sweep, its table and its figure leave them out and say why."""
+    from gpucourse import reference
+
+    reference.write({"ch4": {"block_sweep": {"regs_per_thread": 128}}}, gpu="NVIDIA H200",
+                    command="make gpu-check", folder=reference_folder, date="2026-11-02")
+    assert reference.problems(reference_folder) == []
+    res = ch4.block_size_sweep(block_sizes=(128, 256, 512, 768, 1024), gpu="H200", n=1 << 20)
+    assert res["regs_per_thread"] == 128
+    assert res["block_sizes"] == [128, 256, 512]
+    assert len(res["occupancy"]) == len(res["waves"]) == 3
+    assert [s["block_size"] for s in res["skipped"]] == [768, 1024]
+    assert res["skipped"][1]["reason"] == (
+        "too many registers per block (a block of 1024 threads at 128 registers each needs "
+        "131,072 registers, over the 65,536 a block may use on cc 9.0)")
+    assert res["checked"].endswith("for every block size that can launch")
+    assert res["recommended"] <= 512
+    table = str(ch4.sweep_table(res))
+    assert "block 1024" in table and "skipped: cannot launch, too many registers per block" in table
+    texts = " ".join(t.get_text() for t in plot4.block_size_figure(
+        {**res, "point": ch4.sweep_point(res, 256)}).findobj(Text))
+    assert "not drawn: 768, 1024 threads per block cannot launch" in texts
+    assert "too many registers per block" in texts
+    # The slider may still stop at 1024: the point says why there is nothing to show.
+    point = ch4.block_size_point(1024, res)["point"]
+    assert point["skipped"].startswith("too many registers per block")
+    fig = plot4.block_size_figure(ch4.block_size_point(1024, res))
+    assert "Block 1024: cannot launch, too many registers" in " ".join(
+        t.get_text().replace("\n", " ") for t in fig.findobj(Text))
+    assert "occupancy" in ch4.block_size_point(512, res)["point"]
+    # Another GPU's models start from every size asked for, not only those this one launched.
+    other = ch4.block_size_point(256, res, gpu="T4")
+    assert other["requested_block_sizes"] == [128, 256, 512, 768, 1024]
+    assert [s["block_size"] for s in other["skipped"]] == [768, 1024]
+
+
+def test_a_sweep_where_no_block_size_can_launch_still_draws(reference_folder, monkeypatch):
+    from gpucourse import reference
+
+    reference.write({"ch4": {"block_sweep": {"regs_per_thread": 255}}}, gpu="NVIDIA H200",
+                    command="make gpu-check", folder=reference_folder, date="2026-11-02")
+    res = ch4.block_size_sweep(block_sizes=(512, 1024), gpu="H200", n=1 << 20)
+    assert res["block_sizes"] == [] and len(res["skipped"]) == 2
+    assert "block 512" in str(ch4.sweep_table(res))
+    for name in ("divergence_figure", "streams_figure", "histogram_figure", "reduction_figure",
+                 "reduction_reference_figure"):
+        monkeypatch.setattr(plot4, name, lambda result: None)
+    fig = plot4.figures({"block_size_sweep": res, "divergence": {}, "streams": {},
+                         "histogram": {}, "reduction": {}})["block_size"]
+    texts = " ".join(t.get_text() for t in fig.findobj(Text))
+    assert "not drawn: 512, 1024 threads per block" in texts
+    assert f"block {res['recommended']}" in texts  # the tail effect of the recommended size
+
+
+def test_a_block_size_outside_the_gpus_range_or_too_many_registers_per_thread_still_raise():
+    from gpucourse.errors import SpecError
+
+    with pytest.raises(SpecError, match="outside 1..1024"):
+        ch4.occupancy_curve("H200", (256, 2048))
+    with pytest.raises(SpecError, match="over the limit of 255"):
+        ch4.occupancy_curve("H200", (32,), regs_per_thread=256)
+    assert ch4.occupancy_curve("H200", (32, 64, 256, 384), regs_per_thread=255)["block_sizes"] == \
+        [32, 64, 256]
+
+
+def test_on_a_gpu_only_block_sizes_that_launch_are_checked_and_timed():
+    """The fake H200's compiler reports 128 registers: 768 and 1024 threads are neither
+    launched for the check nor timed, and the measured series lines up with the sizes kept."""
+    from fakecuda.testing import installed
+
+    checked, timed = [], []
+    with installed() as (_, mp):
+        mp.setattr(ch4, "_saxpy_regs_on_gpu", lambda: 128)
+        real_check, real_measure = ch4.check_saxpy, ch4.measure_saxpy
+
+        def check(block_sizes=ch4.BLOCK_SIZES, **kw):
+            checked.extend(block_sizes)
+            return real_check(block_sizes, sizes=(33,))
+
+        def measure(b, n, arrays=None, min_time_s=0.1):
+            timed.append(b)
+            return real_measure(b, n, arrays, min_time_s=0.01)
+
+        mp.setattr(ch4, "check_saxpy", check)
+        mp.setattr(ch4, "measure_saxpy", measure)
+        sweep = ch4.block_size_sweep(block_sizes=(256, 512, 768, 1024), n=1 << 14, min_time_s=0.01)
+        point = ch4.block_size_point(1024, sweep, min_time_s=0.01)["point"]
+    assert sweep["regs_source"] == "compiled kernel"
+    assert checked == timed == sweep["block_sizes"] == [256, 512]
+    assert len(sweep["measured"]["gbps"]) == 2
+    assert [s["block_size"] for s in sweep["skipped"]] == [768, 1024]
+    assert "measured" not in point and point["skipped"].startswith("too many registers")
+    assert timed == [256, 512], "the slider at 1024 times nothing"

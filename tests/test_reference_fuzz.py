@@ -268,3 +268,20 @@ def test_an_update_keeps_the_valid_sections_of_a_file_with_a_bad_one(tmp_path):
               date="2026-12-01")
     [r] = ref.available(tmp_path)
     assert {"ch1", "ch2", "ch3", "ch6", "kernels"} <= set(r.results) and "ch4" not in r.results
+
+
+def test_a_register_count_up_to_the_hardware_limit_is_accepted():
+    """Block sizes that cannot launch at a high count are skipped by chapter 4's sweep, so the
+    file takes what a thread may have (255), and no more."""
+    from gpucourse import specs
+
+    path = ("results", "ch4", "block_sweep", "regs_per_thread")
+    data = _real()
+    for regs in (0, 64, 65, 128, 255):
+        with _replaced(data, path, regs):
+            ref.validate(data, "x.json")
+    assert max(specs.occupancy_limits(cc).max_registers_per_thread
+               for cc in ("7.0", "8.0", "9.0")) == 255
+    for regs in (256, 1000, 12.5):
+        with _replaced(data, path, regs):
+            assert "regs_per_thread" in _rejected(data)

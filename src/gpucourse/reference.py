@@ -389,9 +389,9 @@ SECTIONS: dict[str, _Spec] = {
         "device": TEXT, "passed": FLAG, "checks": CHECKS,
         "block_sweep": _Record({"block_sizes": _List(COUNT), "gbps": _List(NUM),
                                 "median_s": _List(NUM), "n": COUNT, "recommended": COUNT,
-                                # the CPU path models every block size up to 1024 with it:
-                                # 1024 threads launch at up to 64 registers (saxpy needs ~10)
-                                "regs_per_thread": _Num(whole=True, maximum=64),
+                                # what a thread may have on every GPU since cc 3.5 (block
+                                # sizes that cannot launch at it are skipped in the sweep)
+                                "regs_per_thread": _Num(whole=True, maximum=255),
                                 "regs_source": TEXT},
                                same_length=[("block_sizes", "gbps", "median_s")]),
         "divergence": _Record({"versions": _List(TEXT), "median_s": _List(POS), "n": COUNT,

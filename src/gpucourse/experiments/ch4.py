@@ -17,7 +17,7 @@ import numpy as np
 from .. import bench, check, device, models, reference, specs
 from ..check.ch4 import divergence_grid  # the launch the lab's checker uses too
 from ..display import Table
-from ..errors import LaunchError, positive_number, whole_number
+from ..errors import LaunchError, SpecError, positive_number, whole_number
 from ..models import ceil_div
 from .cpu import dot_on_every_core, exact_sum_data
 
@@ -116,15 +116,39 @@ def check_saxpy(block_sizes=BLOCK_SIZES, sizes=(1, 33, 1000 + 7), seed: int = 4)
     return launches
 
 
+def cannot_launch(gpu, block_size: int, regs_per_thread: int, smem_per_block: int = 0) -> str:
+    """Why a block of ``block_size`` threads cannot launch at ``regs_per_thread`` registers
+    per thread ('' when it can); a block size outside the GPU's range is a SpecError."""
+    spec = gpu if isinstance(gpu, specs.GPUSpec) else model_gpu(gpu)
+    try:
+        models.occupancy(spec.cc, block_size, regs_per_thread, smem_per_block)
+    except SpecError as exc:
+        # Anything but the registers of the whole block is the caller's mistake: the model's
+        # own sentence for a block size out of range or too many registers for one thread.
+        models.occupancy(spec.cc, block_size, 0, smem_per_block)
+        models.occupancy(spec.cc, 1, regs_per_thread)
+        first = str(exc).split(";")[0]  # the model's reason, without its advice
+        return f"too many registers per block ({first[0].lower()}{first[1:]})"
+    return ""
+
+
 def occupancy_curve(gpu=None, block_sizes=BLOCK_SIZES, regs_per_thread: int = SAXPY_REGS_ASSUMED,
                     smem_per_block: int = 0) -> dict:
-    """The occupancy model at each block size, with the limit that binds and the lanes used."""
+    """The occupancy model at each block size, with the limit that binds and the lanes used.
+
+    Block sizes that cannot launch at ``regs_per_thread`` are left out of the curve and listed
+    in ``skipped`` with the reason."""
     spec = model_gpu(gpu)
+    requested = [int(b) for b in block_sizes]
+    why = {b: cannot_launch(spec, b, regs_per_thread, smem_per_block) for b in requested}
     out = {"gpu": spec.name, "cc": spec.cc, "sm_count": spec.sm_count,
            "regs_per_thread": int(regs_per_thread), "smem_per_block": int(smem_per_block),
-           "block_sizes": [int(b) for b in block_sizes], "occupancy": [], "limited_by": [],
-           "blocks_per_sm": [], "active_warps": [], "lane_efficiency": []}
-    for b in block_sizes:
+           "requested_block_sizes": requested,
+           "block_sizes": [b for b in requested if not why[b]],
+           "skipped": [{"block_size": b, "reason": why[b]} for b in requested if why[b]],
+           "occupancy": [], "limited_by": [], "blocks_per_sm": [], "active_warps": [],
+           "lane_efficiency": []}
+    for b in out["block_sizes"]:
         occ = models.occupancy(spec.cc, b, regs_per_thread, smem_per_block)
         out["occupancy"].append(occ.occupancy)
         out["limited_by"].append(occ.limited_by)
@@ -182,35 +206,43 @@ def _saxpy_regs_without_gpu() -> tuple[int, str]:
 
 def block_size_sweep(block_sizes=BLOCK_SIZES, gpu=None, n: int | None = None,
                      min_time_s: float = 0.1, progress=None) -> dict:
-    """Check saxpy at every block size, then time it on a GPU; on the CPU, the occupancy and waves models plus reference data."""
-    check_saxpy(block_sizes)
+    """Check saxpy at every block size that can launch, then time it on a GPU; on the CPU, the occupancy and waves models plus reference data.
+
+    Block sizes that cannot launch at saxpy's register count are skipped (``skipped`` says
+    why), in the check, the timings and the models alike.
+    """
     spec = model_gpu(gpu)
     n = int(n or default_sweep_n())
     regs, regs_source = _saxpy_regs_without_gpu()
-    measured = None
     if on_gpu():
         got = _saxpy_regs_on_gpu()
         if got:
             regs, regs_source = got, "compiled kernel"
+    curve = occupancy_curve(spec, block_sizes, regs)
+    sizes = curve["block_sizes"]
+    check_saxpy(sizes)
+    measured = None
+    if on_gpu() and sizes:
         x, y = _saxpy_arrays(n)
         times = []
-        for i, b in enumerate(block_sizes):
+        for i, b in enumerate(sizes):
             times.append(measure_saxpy(b, n, (x, y), min_time_s=min_time_s))
             if progress:
-                progress((i + 1) / len(block_sizes))
+                progress((i + 1) / len(sizes))
         measured = {"median_s": [t.median_s for t in times], "p20_s": [t.p20_s for t in times],
                     "p80_s": [t.p80_s for t in times], "gbps": [t.gbps for t in times],
                     "method": times[0].method,
                     "copy_gbps": copy_ceiling(x, min_time_s=min_time_s).gbps}
         del x, y
-    curve = _with_waves(occupancy_curve(spec, block_sizes, regs), spec, n)
+    curve = _with_waves(curve, spec, n)
     out = {"device": device.describe().short_name, "backend": device.backend(),
            "n": n, "bytes_per_call": 12 * n, "regs_source": regs_source,
            "ceiling_gbps": spec.memory_bandwidth_GBps,
            "ceiling_label": f"{spec.name} datasheet bandwidth",
            "recommended": recommend_block_size(spec, regs), "measured": measured,
            "reference": _references("block_sweep", "block_sizes", "gbps"),
-           "checked": "saxpy v1 and v2 match NumPy at n = 1, 33, 1007 for every block size",
+           "checked": "saxpy v1 and v2 match NumPy at n = 1, 33, 1007 for every block size"
+                      + (" that can launch" if curve["skipped"] else ""),
            **curve}
     if progress and not measured:
         progress(1.0)
@@ -242,13 +274,16 @@ def block_size_point(block_size: int, sweep: dict, gpu=None, min_time_s: float =
                           "wastes no lanes).")
     if gpu is not None and not device.is_cuda() and specs.lookup(gpu).name != sweep["gpu"]:
         spec = specs.lookup(gpu)
-        curve = _with_waves(occupancy_curve(spec, sweep["block_sizes"], sweep["regs_per_thread"]),
+        requested = sweep.get("requested_block_sizes", sweep["block_sizes"])
+        curve = _with_waves(occupancy_curve(spec, requested, sweep["regs_per_thread"]),
                             spec, sweep["n"])
         sweep = {**sweep, **curve, "ceiling_gbps": spec.memory_bandwidth_GBps,
                  "ceiling_label": f"{spec.name} datasheet bandwidth",
                  "recommended": recommend_block_size(spec, sweep["regs_per_thread"])}
-    check_saxpy(block_sizes=(b,), sizes=(b + 3, 517))
     point = sweep_point(sweep, b)
+    if point.get("skipped"):  # nothing to check or time: this block cannot launch
+        return {**sweep, "point": point}
+    check_saxpy(block_sizes=(b,), sizes=(b + 3, 517))
     if on_gpu():
         t = measure_saxpy(b, sweep["n"], min_time_s=min_time_s)
         point["measured"] = {"median_s": t.median_s, "gbps": t.gbps}
@@ -256,9 +291,13 @@ def block_size_point(block_size: int, sweep: dict, gpu=None, min_time_s: float =
 
 
 def sweep_point(sweep: dict, block_size: int) -> dict:
-    """The models at one block size of a sweep: occupancy, lanes, waves and the tail effect."""
+    """The models at one block size of a sweep: occupancy, lanes, waves and the tail effect
+    (only ``skipped``, the reason, for a block size that cannot launch)."""
     b = int(block_size)
     spec = model_gpu(sweep["gpu"])
+    why = cannot_launch(spec, b, sweep["regs_per_thread"])
+    if why:
+        return {"block_size": b, "skipped": why, "lane_efficiency": lane_efficiency(b)}
     occ = models.occupancy(spec.cc, b, sweep["regs_per_thread"])
     return {"block_size": b, "occupancy": occ.occupancy, "limited_by": occ.limited_by,
             "blocks_per_sm": occ.active_blocks, "active_warps": occ.active_warps,
@@ -280,6 +319,8 @@ def sweep_table(sweep: dict) -> Table:
         if meas:
             text += f", measured {meas['gbps'][i]:,.0f} GB/s"
         rows.append((f"block {b}", text))
+    for skip in sweep.get("skipped", []):
+        rows.append((f"block {skip['block_size']}", f"skipped: cannot launch, {skip['reason']}"))
     return Table.pairs(rows, caption=f"saxpy on {sweep['n']:,} elements; models for {sweep['gpu']} "
                                      f"at {sweep['regs_per_thread']} registers/thread "
                                      f"({sweep['regs_source']})")

@@ -1,6 +1,8 @@
 """Figures of chapter 4 (threads and scheduling) from ``experiments.ch4`` results."""
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 from matplotlib.figure import Figure
 
@@ -39,7 +41,13 @@ def block_size_figure(result: dict) -> Figure:
                   "lanes holding a thread": [100 * e for e in result["lane_efficiency"]]},
           device=device, ax=a1)
     a1.set_ylim(0, 112)
-    if point:
+    skipped = result.get("skipped") or []
+    if skipped:  # under the axis, where no curve runs
+        left_out = ", ".join(str(s["block_size"]) for s in skipped)
+        a1.set_xlabel(f"threads per block\nnot drawn: {left_out} threads per block cannot launch "
+                      f"at {result['regs_per_thread']} registers\nper thread (too many registers "
+                      "per block)", fontsize=8)
+    if point and not point.get("skipped"):
         i = sizes.index(point["block_size"]) if point["block_size"] in sizes else None
         if i is not None:
             a1.plot([i], [100 * point["occupancy"]], "o", ms=11, mfc="none", mec=NAIVE, mew=2,
@@ -96,10 +104,15 @@ def block_size_figure(result: dict) -> Figure:
         for lab, s in zip(ax.get_xticklabels(), sizes):
             if s % 32:  # not a whole number of warps
                 lab.set_color(NAIVE)
-        legend_below(ax, gap_pt=46, fontsize=8)
+        # two more lines of x label on the occupancy panel where block sizes were skipped
+        legend_below(ax, gap_pt=70 if ax is a1 and skipped else 46, fontsize=8)
 
     # 3. the tail effect for the chosen block size (model)
-    if point:
+    if point and point.get("skipped"):
+        a3.set_axis_off()
+        _note(a3, textwrap.fill(f"Block {point['block_size']}: cannot launch, "
+                                f"{point['skipped']}.", 44))
+    elif point:
         tail = point["tail"]
         per_wave = tail["blocks_per_wave"]
         waves = np.array(tail["grid_blocks"]) / per_wave
@@ -357,7 +370,8 @@ def figures(results: dict) -> dict:
     from ..experiments import ch4
 
     sweep_res = results["block_size_sweep"]
-    shown = min(sweep_res["block_sizes"], key=lambda b: abs(b - sweep_res["recommended"]))
+    shown = min(sweep_res["block_sizes"] or [sweep_res["recommended"]],
+                key=lambda b: abs(b - sweep_res["recommended"]))
     point = {**sweep_res, "point": ch4.sweep_point(sweep_res, shown)}
     figs = {"block_size": block_size_figure(point),
             "divergence": divergence_figure(results["divergence"]),
