@@ -253,6 +253,21 @@ def test_pinned_loop_rejects_wrong_loops(wrong, match):
         lab.check_pinned_loop(wrong, train_step)
 
 
+def nudged(model, opt, X, Y, batch, device):  # trains on data one ulp away from X
+    X, Y = X.pin_memory(), Y.pin_memory()
+    for i in range(0, len(X), batch):
+        xb = X[i:i + batch].to(device, non_blocking=True)
+        train_step(model, opt, torch.nextafter(xb, torch.full_like(xb, float("inf"))),
+                   Y[i:i + batch].to(device, non_blocking=True))
+
+
+def test_pinned_loop_compares_bits():
+    """The same train_step on the same batches in the same order gives the same bits, so the
+    check is exact; the old relative 1e-5 let through a loop that trains on other data."""
+    with expect_failure("same bits"):
+        lab.check_pinned_loop(nudged, train_step)
+
+
 def test_host_tensors_behave_normally_outside_the_check():
     x = lab.host_tensor(torch.arange(6.0))
     assert float(x.sum()) == 15.0

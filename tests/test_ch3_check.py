@@ -95,10 +95,33 @@ def test_average_gradients_accepts_the_average(capsys):
     (lambda local, p: [[x / p for x in rank] for rank in _avg(local, p)], "divide once"),
     (lambda local, p: [rank[:2] + local[r][2:] for r, rank in enumerate(_avg(local, p))],
      "1.weight"),
+    # an all-reduce in float16 to halve the traffic: off by more than float32 rounding
+    (lambda local, p: [[sum(x.astype(np.float16) for x in grads) / p for grads in zip(*local)]
+                       for _ in range(p)], "float32 rounding allows"),
 ])
 def test_average_gradients_rejects_wrong_answers(transform, match):
     with expect_failure(match):
         c3.check_average_gradients(_result(transform))
+
+
+@pytest.mark.parametrize("p", [2, 3, 8])
+def test_average_gradients_accepts_float32_averages_in_any_order(p, capsys):
+    """All-reduce in float32 (rounded at every step, in either order), then divide: within the
+    stated bound of the exact average."""
+    def float32_average(local, p):
+        out = []
+        for grads in zip(*local):
+            terms = [x.astype(np.float32) for x in grads]
+            ascending = np.cumsum(terms, axis=0, dtype=np.float32)[-1] / np.float32(p)
+            descending = np.cumsum(terms[::-1], axis=0, dtype=np.float32)[-1] * np.float32(1 / p)
+            out.append((ascending, descending))
+        return [[pair[r % 2] for pair in out] for r in range(p)]
+
+    result = _result(lambda local, p: None, p=p)
+    result["local"] = [[x.astype(np.float32) for x in rank] for rank in result["local"]]
+    result["manual"] = float32_average(result["local"], p)
+    c3.check_average_gradients(result)
+    assert "Exercise 3.2 passed" in capsys.readouterr().out
 
 
 def test_average_gradients_must_use_the_world_size():

@@ -162,6 +162,13 @@ extern "C" __global__ void warp_reduce(const float* x, float* out, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) atomicAdd(out, x[i]);
 }""", "__shfl_down_sync"),                                                   # no shuffle at all
+    # the last element lost: one term of 65 537, far inside the mixed data's rounding bound,
+    # and exactly one off on the +1/-1 data
+    (WARP_REDUCE.replace("float v = i < n ? x[i] : 0.0f;", "float v = i < n - 1 ? x[i] : 0.0f;"),
+     "n=1, block 32"),
+    # summed as int: right on +1/-1 data, wrong on any other
+    (WARP_REDUCE.replace("float v = i < n ? x[i] : 0.0f;", "int v = i < n ? (int)x[i] : 0;"),
+     "sum the values as float"),
 ])
 def test_warp_reduce_rejects(wrong, match):
     with expect_failure(match):

@@ -76,9 +76,10 @@ TILED_WRONG = [
     (TILED.replace("        __syncthreads();\n        for", "        for"), "race"),
     (TILED.replace("(row < M && k0 + tx < K) ? A[row * K + k0 + tx] : 0.0f", "A[row * K + k0 + tx]")
      .replace("(k0 + ty < K && col < N) ? B[(k0 + ty) * N + col] : 0.0f", "B[(k0 + ty) * N + col]"),
-     ("whole multiples of TILE", "reads `A` out of bounds")),
-    # one of two right hints, or the bounds detector naming the read past A (where it runs)
-    (TILED.replace("(row < M && k0 + tx < K)", "(row < M)"), ("A or B", "reads `A` out of bounds")),
+     ("reads `A` out of bounds", "whole multiples of TILE and wrong here")),
+    # the emulator names the read past A, the checker adds its bounds hint
+    (TILED.replace("(row < M && k0 + tx < K)", "(row < M)"),
+     ("reads `A` out of bounds", "whole multiples of TILE and wrong here", "k < K for A")),
     (TILED.replace("A[row * K + k0 + tx]", "A[(k0 + tx) * M + row]"), "not yet right"),
     (TILED.replace("k0 < K; k0 += TILE", "k0 + TILE <= K; k0 += TILE"), "not yet right"),
     (TILED.replace("if (row < M && col < N) C[row * N + col] = acc;",
@@ -87,7 +88,8 @@ TILED_WRONG = [
                    "if (row < M - 1 && col < N) C[row * N + col] = acc;"), "never written"),
     # right values (the stray reads only feed outputs never stored), but reads past A and B
     (TILED.replace("(row < M && k0 + tx < K)", "(k0 + tx < K)")
-     .replace("(k0 + ty < K && col < N)", "(k0 + ty < K)"), "out of bounds"),
+     .replace("(k0 + ty < K && col < N)", "(k0 + ty < K)"),
+     ("out of bounds", "whole multiples of TILE and wrong here")),
 ]
 
 
@@ -101,11 +103,11 @@ def test_tiled_matmul_wrong_answers_fail(source, match):
 
 
 def _fails_naming(check, match) -> None:
-    """``check`` fails with a message holding ``match`` (or one of a tuple of right answers:
-    where the emulator's bounds check runs, it names a stray access before the checker can)."""
+    """``check`` fails with a message holding ``match`` (every one of a tuple: the emulator's
+    line naming a stray access, then the checker's hint)."""
     with pytest.raises(AssertionError) as info:
         check()
-    assert any(m in str(info.value) for m in (match if isinstance(match, tuple) else (match,))), \
+    assert all(m in str(info.value) for m in (match if isinstance(match, tuple) else (match,))), \
         str(info.value)
 
 
@@ -150,15 +152,15 @@ def test_fused_chain_solution_passes(capsys):
 
 
 @pytest.mark.parametrize("source,match", [
-    # the checker's own look past y, or the emulator's bounds check naming the read past x
-    (FUSED.replace("if (i < n) {", "{"), ("past the end of y", "reads `x` out of bounds")),
+    # the emulator's bounds check names the read past x, the checker adds its hint
+    (FUSED.replace("if (i < n) {", "{"), ("reads `x` out of bounds", c5.FUSED_BOUNDS_HINT)),
     (FUSED.replace("t = t > 0.0f ? t : 0.0f;", ""), "not yet right"),
     (FUSED.replace("x[i] * 1.5f + 0.25f", "(x[i] + 0.25f) * 1.5f"), "not yet right"),
     (FUSED.replace("int i = blockIdx.x * blockDim.x + threadIdx.x;", "int i = threadIdx.x;"),
      "never written"),
     # the load before the bounds test: y comes out right, x is read one past its end
     (FUSED.replace("if (i < n) {", "float first = x[i];\n    if (i < n) {")
-          .replace("x[i] * 1.5f", "first * 1.5f"), "reads `x` out of bounds"),
+          .replace("x[i] * 1.5f", "first * 1.5f"), ("reads `x` out of bounds", c5.FUSED_READ_HINT)),
 ], ids=["no bounds check", "no ReLU", "add before multiply", "threadIdx only", "load before the test"])
 def test_fused_chain_wrong_kernels_fail(source, match):
     _fails_naming(lambda: c5.check_fused_chain(source, traffic), match)

@@ -858,3 +858,21 @@ def matmul_error_bound(a, b, u: float = U32) -> float:
     # NumPy, CuPy and torch arrays have .max(); the tests' stand-in for CuPy takes np.max.
     top = mag.max() if hasattr(mag, "max") else np.max(mag)
     return sum_error_bound(k, float(top) / (1 - gamma(k, u)), u)
+
+
+def affine_steps_error_bound(top: float, a: float, b: float, k: int, u: float = U32) -> float:
+    """Largest error of ``k`` float32 steps y <- a*y + b from any |y_0| <= ``top`` (|a| < 1).
+
+    Each step rounds at most twice (once with a fused multiply-add): at most
+    gamma_2 * (|a|*Y + |b|), Y bounding |y| (max(top, |b| / (1 - |a|))); an earlier step's
+    error shrinks by |a| per step, so k steps add up to 1 + |a| + ... + |a|^(k-1) of it. The
+    float64 reference's own error (2k roundings of 2^-53) is included. First order in ``u``.
+    """
+    k = _int(k, "k")
+    a, b = float(a), float(b)
+    if not abs(a) < 1:
+        raise ModelInputError(f"|a| = {abs(a):g} must be below 1 for the error to stay bounded: "
+                              "use a contracting step (|a| < 1).")
+    y = max(_nonneg(top, "top"), abs(b) / (1 - abs(a)))
+    worst = (abs(a) * y + abs(b)) * sum(abs(a) ** j for j in range(k))
+    return sum_error_bound(2, worst, u, terms=2 * max(1, k))

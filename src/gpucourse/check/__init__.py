@@ -12,7 +12,12 @@ import numpy as np
 
 from ..device import to_host
 
-# (rtol, atol) by dtype: a few ulps of accumulated rounding for sums of ~1e3 terms.
+# (rtol, atol) by dtype for a result a few roundings away from its reference, such as one
+# elementwise operation: float32's rtol is 168 roundings of 2^-24, float16's 10 of 2^-11. Not
+# for sums: a float32 sum of n terms may be off by gamma_n * sum|x| in some order (6e-5 of
+# sum|x| at n = 1000, and relative to |sum x| without limit when terms cancel), so a check of a
+# sum, dot product, matmul or recurrence passes its own bound (models.sum_error_bound,
+# models.matmul_error_bound, models.affine_steps_error_bound).
 TOLERANCES = {
     np.dtype(np.float64): (1e-9, 1e-12),
     np.dtype(np.float32): (1e-5, 1e-6),
@@ -58,17 +63,21 @@ def compare_report(actual, expected, rtol: float, atol: float, name: str) -> str
         return f"{name}: shape {a.shape} but expected {e.shape}."
     a64, e64 = a.astype(np.float64), e.astype(np.float64)
     nan_a, nan_e = np.isnan(a64), np.isnan(e64)
-    bad = (nan_a != nan_e) | (np.abs(a64 - e64) > atol + rtol * np.abs(e64))
+    allowed = np.broadcast_to(atol + rtol * np.abs(e64), e64.shape)  # atol may be elementwise
+    bad = (nan_a != nan_e) | (np.abs(a64 - e64) > allowed)
     bad &= ~(nan_a & nan_e)
     if not bad.any():
         return None
     idx = np.argwhere(bad)
-    lines = [f"{name}: {len(idx)} of {a.size} elements differ (rtol={rtol:g}, atol={atol:g})."]
+    atol_text = f"{atol:g}" if np.ndim(atol) == 0 else \
+        f"an elementwise bound up to {float(np.max(atol, initial=0.0)):.3g}"
+    lines = [f"{name}: {len(idx)} of {a.size} elements differ (rtol={rtol:g}, atol={atol_text})."]
     if nan_a.any() and not nan_e.any():
         lines.append(f"  {int(nan_a.sum())} elements are NaN: were they ever written?")
     for i in idx[:5]:
         i = tuple(int(v) for v in i)
-        lines.append(f"  at index {i}: got {a64[i]!r}, expected {e64[i]!r}")
+        lines.append(f"  at index {i}: got {a64[i]!r}, expected {e64[i]!r}"
+                     + ("" if np.ndim(atol) == 0 else f" (allowed {allowed[i]:.3g})"))
     if len(idx) > 5:
         lines.append(f"  ... first bad index {tuple(idx[0])}, last {tuple(idx[-1])}")
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -83,7 +92,8 @@ def assert_close(actual, expected, rtol: float | None = None, atol: float | None
                  name: str = "result") -> None:
     """Raise AssertionError with a readable diff unless ``actual`` matches ``expected``.
 
-    Tolerances default to those of the less precise of the two dtypes. NaN never passes
+    Tolerances default to those of the less precise of the two dtypes (``TOLERANCES``: a few
+    roundings, not a sum). ``atol`` may be an array of elementwise bounds. NaN never passes
     unless the reference is NaN at the same place.
     """
     if rtol is None or atol is None:
@@ -107,8 +117,10 @@ def random_array(shape, dtype=np.float32, seed: int = 0, kind: str = "normal") -
     """Random, non-uniform data (never zeros, never all equal).
 
     ``kind``: ``normal`` (mean 0.5, mixed magnitudes), ``uniform`` in [-1, 1),
-    ``positive`` in [0.5, 2), ``skewed`` (integers mostly in a few small values) or
-    ``int`` (integers in [-100, 100]).
+    ``positive`` in [0.5, 2), ``skewed`` (integers mostly in a few small values), ``int``
+    (integers in [-100, 100]) or ``signs`` (+1 and -1 at random: every partial sum is an
+    integer below 2^24 in magnitude, so a float32 sum of fewer than 2^24 of them is exact in
+    any order; pair it with non-uniform data, which a kernel that handles only +-1 fails).
     """
     g = rng(seed)
     shape = (shape,) if np.isscalar(shape) else tuple(shape)
@@ -123,8 +135,11 @@ def random_array(shape, dtype=np.float32, seed: int = 0, kind: str = "normal") -
         x = np.minimum(g.geometric(0.5, shape) - 1, 255)
     elif kind == "int":
         x = g.integers(-100, 101, shape)
+    elif kind == "signs":
+        x = 2 * g.integers(0, 2, shape) - 1
     else:
-        raise ValueError(f"unknown kind {kind!r}: use normal, uniform, positive, skewed or int.")
+        raise ValueError(f"unknown kind {kind!r}: use normal, uniform, positive, skewed, int or "
+                         "signs.")
     return np.ascontiguousarray(x.astype(dtype))
 
 
@@ -196,8 +211,11 @@ def _describe(value) -> str:
     if isinstance(value, str):
         text = value if len(value) <= 40 else value[:37] + "..."
         return f"the text {text!r}"
-    if callable(value) and not isinstance(value, type):
-        return f"the function {getattr(value, '__name__', type(value).__name__)}"
+    if isinstance(value, type):
+        return f"the class {value.__name__}"
+    name = getattr(value, "__name__", None) if callable(value) else None
+    if isinstance(name, str):  # a function or method (a callable object is named by its type)
+        return "a lambda function" if name == "<lambda>" else f"the function {name}"
     shape = getattr(value, "shape", None)
     if shape is not None and not isinstance(shape, property) and len(tuple(shape)) > 0:
         return f"an array of shape {tuple(shape)}"
@@ -206,8 +224,11 @@ def _describe(value) -> str:
     text = repr(value)
     kind = type(value).__name__
     article = "an" if kind[:1].lower() in "aeiou" else "a"
-    short = len(text) <= 40 and " at 0x" not in text  # no memory addresses
-    return f"{article} {kind} {text}" if short else f"{article} {kind}"
+    if len(text) <= 40 and " at 0x" not in text:  # no memory addresses
+        return f"{article} {kind} {text}"
+    if isinstance(value, (list, tuple, dict, set)):
+        return f"{article} {kind} of {len(value)} item{'s' * (len(value) != 1)}"
+    return f"{article} {kind}"
 
 
 def answer_error(what: str, value, wanted: str):

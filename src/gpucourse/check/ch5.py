@@ -12,7 +12,7 @@ from typing import Callable
 
 import numpy as np
 
-from .. import specs
+from .. import models, specs
 from ..emulator.source import strip_comments
 from ..errors import PrecisionError
 from ..models import ceil_div
@@ -65,12 +65,20 @@ def _right_at_whole_tiles(kern, tile: int, seed: int, shape=None) -> bool:
     except AssertionError:
         return False
     ref = A.astype(np.float64) @ B.astype(np.float64)
-    return bool(np.allclose(C, ref, rtol=1e-4, atol=2e-6 * K * float(np.abs(A).max() * np.abs(B).max())))
+    return bool(np.all(np.abs(C - ref) <= models.matmul_error_bound(A, B)))  # NaN fails
 
 
+BOUNDS_FIX = ("load 0.0 for tile elements outside A or B (check row < M and k < K for A, "
+              "k < K and col < N for B) and store only when row < M and col < N.")
 BOUNDS_HINT = ("the kernel is right when M, N and K are whole multiples of TILE and wrong here: "
-               "load 0.0 for tile elements outside A or B (check row < M and k < K for A, "
-               "k < K and col < N for B) and store only when row < M and col < N.")
+               + BOUNDS_FIX)
+#: The fused chain's hints after the emulator names an access out of bounds: in the first
+#: launch, and in the last (under the hazard detector, which sees a read whose value is unused).
+FUSED_BOUNDS_HINT = ("The last block has threads with i >= n, which would read past the end of x "
+                     "and write past the end of y: guard with `if (i < n)`.")
+FUSED_READ_HINT = ("y is right, but a thread reads x where i >= n: load x[i] only inside "
+                   "`if (i < n)` (with vector loads, the last, partial group one element at a "
+                   "time).")
 SHAPE_HINT = ("the kernel is right when M = N = K and wrong when they differ, even at whole "
               "multiples of TILE: check the dimension each index and each bound uses (A is M×K: "
               "A[row * K + k] when row < M and k < K; B is K×N: B[k * N + col] when k < K and "
@@ -80,6 +88,17 @@ NAN_HINT = ("some elements of C are NaN: they were never written (launch enough 
             "every thread with row < M and col < N store its result), or they were computed from "
             "shared memory read before it was written (a missing __syncthreads() after loading "
             "the tiles).")
+
+
+def _out_of_bounds_hint(run, hint) -> None:
+    """``run()``; where the emulator stops it at an index out of bounds, its line is kept and
+    the checker's hint (``hint()``: the text) follows."""
+    try:
+        run()
+    except AssertionError as exc:
+        if "out of bounds" not in str(exc):
+            raise
+        raise AssertionError(f"{exc}\n{hint()}") from None
 
 
 def check_tiled_matmul(source: str, tile: int = 16, number: str = "5.1",
@@ -99,12 +118,21 @@ def check_tiled_matmul(source: str, tile: int = 16, number: str = "5.1",
             raise AssertionError("threads read tile elements that other threads loaded: put a "
                                  "`__syncthreads()` after loading a tile and another after using it.")
         kern = learner_kernel(source, "matmul_tiled.cu", TILED_KERNEL, {"TILE": tile})
+
+        def bounds_hint() -> str:
+            """After an access out of bounds: the bounds hint where the kernel is right at whole
+            tiles (what it says), else just the fix."""
+            if _right_at_whole_tiles(kern, tile, seed + 99):
+                return BOUNDS_HINT
+            return BOUNDS_FIX[0].upper() + BOUNDS_FIX[1:]
+
         for i, (M, N, K) in enumerate(TILED_SHAPES):
             A = random_array((M, K), seed=seed + 2 * i)
             B = random_array((K, N), seed=seed + 2 * i + 1)
             ref = A.astype(np.float64) @ B.astype(np.float64)
-            scale = float(np.abs(A).max() * np.abs(B).max())
-            rtol, atol = 1e-4, 2e-6 * K * scale
+            # Each element is a float32 dot of K terms, added in whatever order the tiles give:
+            # gamma_K * max(|A| @ |B|) (models.matmul_error_bound) holds for any of them.
+            rtol, atol = 0.0, models.matmul_error_bound(A, B)
             grid, block = tiled_launch(M, N, tile)
             what = f"M={M}, N={N}, K={K} with TILE={tile}"
             # Every array sits at the start of a longer buffer, so that a stray access lands
@@ -113,8 +141,9 @@ def check_tiled_matmul(source: str, tile: int = 16, number: str = "5.1",
             A, B = _nan_tailed(A, pad), _nan_tailed(B, pad)
             C = _padded((M, N), pad)[1]
             args = (A, B, C, np.int32(M), np.int32(N), np.int32(K))
-            run_learner_kernel(kern, grid, block, args, what)
-            ok = np.isclose(C, ref, rtol=rtol, atol=atol)
+            _out_of_bounds_hint(lambda: run_learner_kernel(kern, grid, block, args, what),
+                                bounds_hint)
+            ok = np.abs(C - ref) <= atol
             if not ok.all():
                 ragged = any(v % tile for v in (M, N, K))
                 if ragged and _right_at_whole_tiles(kern, tile, seed + 99):
@@ -135,7 +164,9 @@ def check_tiled_matmul(source: str, tile: int = 16, number: str = "5.1",
             # Right in one thread order; the same in reversed and shuffled orders, with no
             # hazard and no index out of bounds (a stray read that feeds only outputs never
             # stored leaves C right, so only the detector sees it)?
-            run_learner_kernel(kern, grid, block, args, what, race_check=True)
+            _out_of_bounds_hint(
+                lambda: run_learner_kernel(kern, grid, block, args, what, race_check=True),
+                bounds_hint)
             # Once more in this process, with A, B and C at the start of longer buffers: NaN
             # after A and B poisons a read past their ends that reaches C (the check where the
             # detector cannot be built), C's tail must stay untouched.
@@ -164,6 +195,21 @@ def chain_reference(x: np.ndarray) -> np.ndarray:
     """y = relu(x·1.5 + 0.25)² − 1 in float64."""
     y = np.maximum(x.astype(np.float64) * 1.5 + 0.25, 0.0)
     return y * y - 1.0
+
+
+def chain_tolerance() -> tuple[float, float]:
+    """(rtol, atol) of a float32 ``fused_chain`` against ``chain_reference``, in any compiled
+    form (multiply-adds fused or not).
+
+    t = relu(x*1.5 + 0.25) rounds at most twice, so it is off by at most gamma_2 * T with
+    T = 1.5|x| + 0.25; t*t and the - 1 round once each (or once together): the result is off by
+    at most 5u*T^2 + u*|y| to first order. Where t > 0, T^2 <= |y| + 1 (T = t for x >= 0,
+    T <= 0.5 for x < 0); elsewhere y = -1 to within u. So gamma_6*|y| + gamma_6 covers every
+    element; atol's second gamma_6 leaves room for second-order terms and the float64
+    reference's own rounding.
+    """
+    g = models.gamma(6)
+    return g, 2 * g
 
 
 def chain_bytes(n: int) -> tuple[int, int]:
@@ -209,11 +255,12 @@ def check_fused_chain(source: str, traffic: Callable, number: str = "5.2",
             grid, block = fused_launch(n)
             what = f"n={n} (grid {grid[0]}, block {block[0]})"
             y = _padded((n,), pad)[1]
-            run_learner_kernel(kern, grid, block, (x, y, np.int32(n)), what)
+            _out_of_bounds_hint(lambda: run_learner_kernel(kern, grid, block, (x, y, np.int32(n)), what),
+                                lambda: FUSED_BOUNDS_HINT)
             if np.isnan(y).any():
                 raise AssertionError(f"at {what}, {int(np.isnan(y).sum())} of {n} outputs were never "
                                      "written: compute i = blockIdx.x * blockDim.x + threadIdx.x.")
-            assert_close(y, ref, rtol=1e-5, atol=1e-5, name=f"y at {what}")
+            assert_close(y, ref, *chain_tolerance(), name=f"y at {what}")
             buf, y2 = _padded((n,), pad)
             run_learner_kernel(kern, grid, block, (x, y2, np.int32(n)), what, isolate=False)
             if not (buf[n:] == SENTINEL).all():
@@ -221,8 +268,10 @@ def check_fused_chain(source: str, traffic: Callable, number: str = "5.2",
                                      "has threads with i >= n; guard with `if (i < n)`.")
             # Last, under the hazard detector: a read past the end of x (e.g. a float4 load of
             # the last, partial group) leaves y right, and only the detector names it.
-            run_learner_kernel(kern, grid, block, (x, _padded((n,), pad)[1], np.int32(n)), what,
-                               race_check=True)
+            _out_of_bounds_hint(
+                lambda: run_learner_kernel(kern, grid, block, (x, _padded((n,), pad)[1], np.int32(n)),
+                                           what, race_check=True),
+                lambda: FUSED_READ_HINT)
 
 
 # --------------------------------------------------------------------------- 5.3 sparse or dense
