@@ -178,6 +178,19 @@ def test_the_sentences_say_what_came_back_and_what_to_return():
         lambda: c1.check_transfer(_returns(math.nan), c1._ref_worth_moving))
 
 
+def test_classes_lambdas_and_long_containers_are_named_as_a_learner_knows_them():
+    from gpucourse.check import _describe
+
+    class LossScaler:
+        pass
+
+    assert _describe(LossScaler) == "the class LossScaler"
+    assert _describe(lambda g: g) == "a lambda function"
+    assert _describe(len) == "the function len"
+    assert _describe(list(range(30))) == "a list of 30 items"
+    assert _describe(LossScaler()) == "a LossScaler"
+
+
 def test_a_number_of_the_right_kind_in_another_form_is_accepted():
     """A NumPy scalar or a 0-d array is one number; 2.0 stages is two stages."""
     from gpucourse import check

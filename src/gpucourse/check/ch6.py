@@ -14,7 +14,6 @@ is exact on some CPUs and not on others, and both layers must know which.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import numbers
 from types import MappingProxyType
 
@@ -23,7 +22,8 @@ import numpy as np
 from .. import models, specs
 from ..device import to_host
 from ..errors import DeviceError
-from . import Exercise
+from . import (Exercise, answer_error, callable_answer, number_answer, text_answer, tuple_answer,
+               whole_answer)
 
 
 def _torch():
@@ -34,33 +34,9 @@ def _torch():
 
 # --------------------------------------------------------------------------- wrong-typed answers
 
-def _describe(x) -> str:
-    """A learner's value in a few words, for a message: None, the string 'abc', a list of 2 items."""
-    if x is None:
-        return "None"
-    if isinstance(x, str):
-        return f"the string {x[:30]!r}"
-    if isinstance(x, type):
-        return f"the class {x.__name__}"
-    if isinstance(x, (list, tuple, dict, set)):
-        return f"a {type(x).__name__} of {len(x)} item{'s' if len(x) != 1 else ''}"
-    name = getattr(x, "__name__", "")
-    if inspect.isroutine(x):
-        return "a lambda function" if name == "<lambda>" else f"the function {name}"
-    kind = type(x).__name__
-    return f"{'an' if kind[0].lower() in 'aeiou' else 'a'} {kind}"
-
-
-def _answer_is_callable(fn, name: str, checker: str) -> None:
-    """The function (or class) a learner passes to a checker must be callable: say so in one sentence."""
-    if not callable(fn) or isinstance(fn, str):
-        raise AssertionError(f"pass your function itself, as in check6.{checker}({name}); "
-                             f"you passed {_describe(fn)}.")
-
-
 def _numbers(x, what: str, want: str) -> np.ndarray:
-    """``x`` (a tensor, array or number) as a NumPy array of numbers, or an AssertionError of one
-    sentence naming what ``x`` is instead."""
+    """``x`` (a tensor, array or number) as a NumPy array of numbers; otherwise the course's
+    one sentence (``what``: "int8_matmul(a, b) returned", ``want``: what to return)."""
     bad = x is None or isinstance(x, (str, bytes, list, tuple, dict, set)) or callable(x)
     if not bad:
         try:
@@ -70,15 +46,8 @@ def _numbers(x, what: str, want: str) -> np.ndarray:
         else:
             bad = arr.dtype.kind not in "biuf"
     if bad:
-        raise AssertionError(f"{what} must be {want}; it is {_describe(x)}.")
+        raise answer_error(what, x, f"return {want}")
     return arr
-
-
-def _pair(got, fn_name: str, what: str):
-    """A learner's two results as (first, second): a tuple (or list) of two, else one sentence."""
-    if not isinstance(got, (tuple, list)) or len(got) != 2:
-        raise AssertionError(f"{fn_name} must return a tuple {what}; it returned {_describe(got)}.")
-    return got
 
 
 # --------------------------------------------------------------------------- 6.1 per-channel INT8
@@ -113,13 +82,14 @@ def check_quantize(quantize, number: str = "6.1",
     come back as zeros (no NaN).
     """
     with Exercise(number, title):
-        _answer_is_callable(quantize, "quantize", "check_quantize")
+        callable_answer(quantize, "quantize is", "def quantize(w): ...")
         for i, (r, c) in enumerate(QUANT_SHAPES):
             w = weights_with_outliers(r, c, seed=i)
-            q, scale = _pair(quantize(w.clone()), "quantize",
-                             "(q, scale): the INT8 values and one scale per row")
-            qn = _numbers(q, "q", "a tensor of INT8 values (torch.int8)")
-            sn = _numbers(scale, "scale", "a tensor with one FP32 scale per row").astype(np.float64)
+            q, scale = tuple_answer(quantize(w.clone()), "quantize(w) returned", 2,
+                                    "a tuple (q, scale): the INT8 values and one scale per row")
+            qn = _numbers(q, "quantize(w) returned a q that is", "a tensor of INT8 values (torch.int8)")
+            sn = _numbers(scale, "quantize(w) returned a scale that is",
+                          "a tensor with one FP32 scale per row").astype(np.float64)
             assert qn.shape == (r, c), f"q has shape {qn.shape}, expected {(r, c)} (same as w)."
             assert qn.dtype == np.int8, (f"q has dtype {qn.dtype}; store it as int8 "
                                          "(torch.int8): one byte per weight is the point.")
@@ -228,8 +198,9 @@ def check_loss_scaler(scaler_class, number: str = "6.2",
     torch = _torch()
     with Exercise(number, title):
         if not isinstance(scaler_class, type):
-            raise AssertionError("pass the class LossScaler itself (the checker makes its own "
-                                 f"scalers from it); you passed {_describe(scaler_class)}.")
+            raise answer_error("the scaler you passed is", scaler_class,
+                               "pass the class LossScaler itself (the checker makes its own "
+                               "scalers from it)")
         for interval, init in ((3, 2.0 ** 10), (5, 2.0 ** 16)):
             mine = scaler_class(init_scale=init, growth_factor=2.0, backoff_factor=0.5,
                                 growth_interval=interval)
@@ -244,25 +215,26 @@ def check_loss_scaler(scaler_class, number: str = "6.2",
                     f"{scale:g}, expected {ref.scale:g}. "
                     + _scaler_hint(SCALER_SCRIPT, step))
                 true, raw = _scripted_grads(step, ref.scale, event)
-                grads, found = _pair(mine.unscale([r.clone() for r in raw]), "unscale",
-                                     "(list of unscaled gradients, found_inf)")
+                grads, found = tuple_answer(mine.unscale([r.clone() for r in raw]),
+                                            "unscale(grads) returned", 2,
+                                            "a tuple (list of unscaled gradients, found_inf)")
                 if not (isinstance(found, (bool, np.bool_)) or
                         (torch.is_tensor(found) and found.numel() == 1)):
-                    raise AssertionError("found_inf (the second result of unscale) must be True "
-                                         f"or False; it is {_describe(found)}.")
+                    raise answer_error("unscale(grads) returned a found_inf that is", found,
+                                       "return True or False")
                 assert bool(found) == bool(event), (
                     f"step {step}: found_inf is {bool(found)} but the gradients "
                     + (f"contain {event}: check with torch.isfinite, which catches inf, -inf "
                        "and NaN." if event else "are all finite."))
                 if not event:
                     if not isinstance(grads, (list, tuple)):
-                        raise AssertionError("the first result of unscale must be a list of "
-                                             f"tensors; it is {_describe(grads)}.")
+                        raise answer_error("unscale(grads) returned unscaled gradients that are",
+                                           grads, "return a list of tensors, one per gradient")
                     assert len(grads) == len(raw), "return one unscaled gradient per input."
                     for k, (gk, tk) in enumerate(zip(grads, true)):
                         if not torch.is_tensor(gk):
-                            raise AssertionError(f"unscaled gradient {k} must be a tensor; it is "
-                                                 f"{_describe(gk)}.")
+                            raise answer_error(f"unscale(grads) returned an unscaled gradient {k} "
+                                               "that is", gk, "return a tensor")
                         assert gk.dtype == torch.float32, (
                             f"unscaled gradient {k} is {gk.dtype}: unscale in FP32 "
                             "(g.float() / scale). Dividing in FP16 underflows again.")
@@ -293,16 +265,11 @@ def check_loss_scaler(scaler_class, number: str = "6.2",
 
 
 def _scale_number(value, step: int) -> float:
-    """A scaler's ``.scale`` as a float, or one sentence saying what it is instead."""
-    if not (isinstance(value, numbers.Real) and not isinstance(value, bool)):
-        try:  # a 0-d tensor or NumPy number is fine
-            if value is None or isinstance(value, (str, bytes)) or callable(value):
-                raise TypeError
-            return float(value)
-        except (TypeError, ValueError, RuntimeError):
-            raise AssertionError(f"before step {step} the scaler's .scale must be a number; it is "
-                                 f"{_describe(value)}.") from None
-    return float(value)
+    """A scaler's ``.scale`` as a float (a 0-d tensor too), or one sentence saying what it is
+    instead. An infinite or NaN scale is a number: the comparison with the rule names it."""
+    if isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)):
+        return float(value)
+    return number_answer(value, f"before step {step} the scaler's .scale is", "the loss scale")
 
 
 def _scaler_hint(script, step: int) -> str:
@@ -343,15 +310,15 @@ def check_choose_precision(choose, number: str = "6.3",
     """``choose(gpu: GPUSpec) -> (precision, loss_scaling)`` for every GPU in the table and three
     synthetic ones (slow FP16, no FP16, an unfamiliar name)."""
     with Exercise(number, title):
-        _answer_is_callable(choose, "choose", "check_choose_precision")
+        callable_answer(choose, "choose is", "def choose(gpu): ...")
         for gpu in list(specs.all_gpus()) + synthetic_gpus():
-            got = _pair(choose(gpu), "choose", "(precision, needs_loss_scaling), e.g. ('fp16', True)")
-            if not isinstance(got[0], str):
-                raise AssertionError(f"{gpu.key}: the precision must be a name such as 'bf16'; it "
-                                     f"is {_describe(got[0])}.")
+            call = f"choose(gpu) for the {gpu.key} returned"
+            got = tuple_answer(choose(gpu), call, 2,
+                               "a tuple (precision, needs_loss_scaling), e.g. ('fp16', True)")
+            text_answer(got[0], f"{call} a precision that is", "return a name such as 'bf16'")
             if not isinstance(got[1], (bool, np.bool_)):
-                raise AssertionError(f"{gpu.key}: needs_loss_scaling must be True or False; it is "
-                                     f"{_describe(got[1])}.")
+                raise answer_error(f"{call} a needs_loss_scaling that is", got[1],
+                                   "return True or False")
             prec, scaling = got[0].lower(), bool(got[1])
             want, want_scaling = _expected_choice(gpu)
             if prec in ("int8", "fp8"):
@@ -378,13 +345,12 @@ def check_training_bytes(fn, number: str = "6.4",
                          title: str = "memory of a training step by precision") -> None:
     """``fn(params, activations, dtype, optimizer) -> bytes`` against ``models.training_memory``."""
     with Exercise(number, title):
-        _answer_is_callable(fn, "training_bytes", "check_training_bytes")
+        callable_answer(fn, "training_bytes is",
+                        "def training_bytes(params, activations, dtype, optimizer): ...")
         for params, acts, dt, opt in MEMORY_CASES:
-            got = fn(params, acts, dt, opt)
-            if isinstance(got, bool) or not isinstance(got, numbers.Real):
-                raise AssertionError("training_bytes must return a number of bytes (an int); for "
-                                     f"{params:,} parameters, {dt}, {opt} it returned "
-                                     f"{_describe(got)}.")
+            got = whole_answer(fn(params, acts, dt, opt),
+                               f"training_bytes({params:,}, {acts:,}, {dt!r}, {opt!r}) returned",
+                               "bytes")
             m = models.training_memory(params, acts, dtype=dt, optimizer=opt)
             if got == m.total:
                 continue
@@ -640,7 +606,7 @@ def _cpu_explains(got, a, b) -> str | None:
 
 
 def _learner_result(fn, a, b, m: int, n: int) -> np.ndarray:
-    got = _numbers(fn(a.clone(), b.clone()), "the result of int8_matmul",
+    got = _numbers(fn(a.clone(), b.clone()), "int8_matmul(a, b) returned",
                    "a tensor of shape (m, n)").astype(np.float64)
     assert got.shape == (m, n), f"result has shape {got.shape}, expected {(m, n)}."
     return got
@@ -664,7 +630,7 @@ def check_int8_matmul(fn, number: str = "6.5", title: str = "an INT8 matrix mult
     """``fn(a, b) -> c``: FP32 a (m, k) and b (k, n) quantized per row of a and per column of b,
     multiplied in integers with INT32 accumulation, rescaled to FP32."""
     with Exercise(number, title):
-        _answer_is_callable(fn, "int8_matmul", "check_int8_matmul")
+        callable_answer(fn, "int8_matmul is", "def int8_matmul(a, b): ...")
         for i, (m, k, n) in enumerate(GEMM_SHAPES):
             a, b = _gemm_inputs(i, m, k, n)
             got = _learner_result(fn, a, b, m, n)
