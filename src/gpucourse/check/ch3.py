@@ -133,7 +133,8 @@ def average_error_bound(grads) -> np.ndarray:
 def check_average_gradients(result: dict, number: str = "3.2",
                             title: str = "gradients averaged with all_reduce match DDP") -> None:
     """``result`` from ``experiments.ch3.try_average_gradients``: after your function every
-    rank must hold the full-batch gradient of every parameter (what DDP computes)."""
+    rank must hold the full-batch gradient of every parameter (what DDP computes): the average
+    of the ranks' own gradients, within ``average_error_bound`` of float32 rounding."""
     with Exercise(number, title):
         keys = ("world_size", "reference", "names", "manual", "local")
         if not (isinstance(result, dict) and all(k in result for k in keys)):
