@@ -7,7 +7,9 @@ malformed or not one of ours is rejected with a clear message and never plotted.
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
+import hashlib
 import json
 import math
 import pathlib
@@ -16,13 +18,16 @@ import stat
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from .errors import CourseError
+from .paths import KERNEL_DIR, REFERENCE_DIR
 
 FORMAT = "gpucourse-reference"
 VERSION = 1
 REQUIRED = {"format": str, "version": int, "gpu": str, "date": str, "command": str,
             "results": dict}
-FOLDER = pathlib.Path(__file__).resolve().parent / "data" / "reference"
+FOLDER = REFERENCE_DIR
 PROVENANCE = "_provenance"
 
 
@@ -37,11 +42,6 @@ def jsonable(obj):
     """``obj`` as plain JSON values: dataclasses and ``to_dict()`` records become dicts, NumPy
     scalars and arrays Python numbers and lists, NaN and infinities null (JSON has neither),
     anything else its text. Used for reference files, reports and ``make gpu-check`` results."""
-    import dataclasses
-    import math
-
-    import numpy as np
-
     if hasattr(obj, "to_dict") and not isinstance(obj, type):
         return jsonable(obj.to_dict())
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
@@ -110,10 +110,6 @@ class Reference:
 def kernel_fingerprints() -> dict[str, str]:
     """{file: short SHA-256} of every course kernel source, recorded with each measurement so
     that data taken with an earlier version of a kernel can say so."""
-    import hashlib
-
-    from .kernels import KERNEL_DIR
-
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()[:12]
             for p in sorted(KERNEL_DIR.glob("*.cu"))}
 

@@ -50,7 +50,7 @@ result; failures raise :class:`KernelError`, a ``CourseError``):
     miss a lost update (``out[0] += x[i]`` runs whole here); the detector names both source
     lines. Where it cannot be built (not Linux, no binutils) a warning says so once and only
     the orders are compared (and an index out of bounds is named without its line).
-``run_isolated(kernel, grid, block, args, shared_mem=0, *, timeout=10.0, race_check=False)``
+``run_isolated(kernel, grid, block, args, shared_mem=0, *, timeout=10.0, race_check=False)`` (:mod:`.isolate`)
     runs it in a child process: nothing the kernel does (an ``abort()``, a write through a
     wild pointer) reaches the caller, and a launch still running after ``timeout`` s stops.
 
@@ -76,7 +76,8 @@ Lower level, for tools such as a profiler: :func:`build_library` compiles a sour
 extra compiler flags and extra C++ sources linked in, and returns a :class:`Library`
 whose ``launch(name, grid3, block3, args, shared_mem, order=..., seed=...)`` runs a
 launch without argument checks, on the arrays themselves (``checks.launch`` adds the
-guarded copies); :mod:`.instrument` holds what instrumented builds (the
+guarded copies); :mod:`.launch` checks a launch's shape and arguments against the limits, for
+both backends; :mod:`.instrument` holds what instrumented builds (the
 profiler's, the race detector's) share.
 
 Environment: ``GPUCOURSE_EMU_SWITCH=ucontext`` forces the portable context switch (the
@@ -90,13 +91,16 @@ import numpy as np
 
 from .build import (DEFAULT_STACK_KB, SHARED_MEM_LIMIT, KernelError, Library, build_library,
                     cache_dir, compiler, runtime_object, switch_kind_requested)
-from .checks import OutOfBounds, race_check, run_isolated, run_launch
+from .checks import OutOfBounds, run_launch
+from .isolate import race_check, run_isolated
+from .launch import EMULATOR_LIMITS, Limits, ceil_div, check_args, check_launch, format_dims
 from .source import KernelSignature, Param, check_supported, find_kernels
 
 __all__ = ["KernelError", "OutOfBounds", "Library", "build_library", "race_check", "run_isolated",
            "empty", "empty_like", "switch_kind", "cache_dir", "SHARED_MEM_LIMIT", "DEFAULT_STACK_KB",
            "find_kernels", "check_supported", "KernelSignature", "Param", "compiler",
-           "run_launch", "runtime_object"]
+           "run_launch", "runtime_object", "Limits", "EMULATOR_LIMITS", "ceil_div", "check_args",
+           "check_launch", "format_dims"]
 
 
 def empty(shape, dtype=np.float32) -> np.ndarray:

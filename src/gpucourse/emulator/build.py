@@ -12,6 +12,7 @@ import re
 import shlex
 import shutil
 import stat
+import struct
 import subprocess
 import sys
 import tempfile
@@ -497,8 +498,6 @@ def _shared_symbols(path: Path, digest: str | None = None) -> dict[str, int] | N
     ELF library (every static ``__shared__`` variable), or None for another format.
 
     ``digest`` (the library's sha256) keeps a rebuilt library from getting an old answer."""
-    import struct
-
     try:
         data = path.read_bytes()
     except OSError:

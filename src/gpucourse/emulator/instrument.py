@@ -16,6 +16,7 @@ import sys
 import threading
 from pathlib import Path
 
+from . import build
 from .build import HERE
 
 ATOMIC_MARKS = HERE / "atomic_marks.h"
@@ -66,9 +67,7 @@ def stub_runtime_dir() -> Path:
     library; that runtime cannot be loaded into a running Python. An empty archive found
     first on the library path satisfies the link, and the tool's hooks supply the functions.
     """
-    from .build import cache_dir
-
-    folder = cache_dir().parent / "profiler-lib"
+    folder = build.cache_dir().parent / "profiler-lib"
     folder.mkdir(parents=True, exist_ok=True)
     stub = folder / "libtsan.a"
     if not stub.exists():

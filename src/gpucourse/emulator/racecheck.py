@@ -33,8 +33,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import CourseError
-from . import checks, instrument
+from . import build, checks, instrument
 from .build import KernelError, Library, build_library
+from .source import defines_key
 
 HOOKS = instrument.HERE / "racecheck.cpp"
 # Kinds of access and spaces of memory, as racecheck.cpp numbers them.
@@ -61,8 +62,6 @@ _warned = False
 def detector(kernel, warn: bool = True) -> "Detector | None":
     """The race detector's build of ``kernel``'s source, or None where it cannot be made
     (``warn``: say so once, as a RuntimeWarning)."""
-    from .source import defines_key
-
     module = kernel.module
     key = (module.source, module.filename, defines_key(module.defines))
     with _lock:
@@ -197,8 +196,6 @@ class Detector:
 
     def _run(self, name, grid, block, params, args, zones, shared_mem, order, seed, bounds_only,
              timeout):
-        from . import build
-
         bounds = [v for i, zone in zones.items() for v in (*_span(args[i]), *zone)]
         spans = []
         if not bounds_only:
