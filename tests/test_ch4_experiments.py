@@ -430,3 +430,26 @@ def test_on_a_gpu_only_block_sizes_that_launch_are_checked_and_timed():
     assert [s["block_size"] for s in sweep["skipped"]] == [768, 1024]
     assert "measured" not in point and point["skipped"].startswith("too many registers")
     assert timed == [256, 512], "the slider at 1024 times nothing"
+
+
+def test_a_gpu_passed_to_the_models_is_kept_on_a_cuda_machine(monkeypatch):
+    """The models describe the GPU a learner picks, on a GPU too; without one, the active GPU."""
+    monkeypatch.setattr(gc.device, "is_cuda", lambda: True)
+    monkeypatch.setattr(gc.specs, "for_active_device", lambda: gc.specs.lookup("H100-SXM"))
+    assert ch4.model_gpu().key == "H100-SXM"
+    assert ch4.model_gpu("T4").key == "T4"
+    assert ch4.recommend_block_size("T4") == ch4.recommend_block_size(gc.specs.lookup("T4"))
+
+
+def test_the_block_sizes_and_the_divergence_launch_have_one_home():
+    import inspect
+
+    from gpucourse import kernels, widgets
+    from gpucourse.check import ch4 as c4
+    from gpucourse.kernels import divergence
+
+    assert ch4.BLOCK_SIZES is kernels.BLOCK_SIZES
+    slider = inspect.signature(widgets.block_size_slider).parameters["values"]
+    assert slider.default is kernels.BLOCK_SIZES
+    assert ch4.divergence_grid is c4.divergence_grid is divergence.divergence_grid
+    assert c4.BRANCH_COEFS == tuple(ch4._COEF.values()) == divergence.COEFS

@@ -179,7 +179,7 @@ def test_the_sentences_say_what_came_back_and_what_to_return():
 
 
 def test_classes_lambdas_and_long_containers_are_named_as_a_learner_knows_them():
-    from gpucourse.check import _describe
+    from gpucourse.check.lab import _describe
 
     class LossScaler:
         pass

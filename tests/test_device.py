@@ -74,3 +74,13 @@ def test_to_host_widens_bfloat16():
     x = torch.tensor([1.0, 2.5, -3.0], dtype=torch.bfloat16)
     host = device.to_host(x)
     assert host.dtype == np.float32 and host.tolist() == [1.0, 2.5, -3.0]
+
+
+def test_on_gpu_needs_a_cuda_backend_and_cupy(monkeypatch):
+    monkeypatch.setattr(device, "cupy_works", lambda: True)
+    monkeypatch.setattr(device, "is_cuda", lambda: False)
+    assert not device.on_gpu()
+    monkeypatch.setattr(device, "is_cuda", lambda: True)
+    assert device.on_gpu()
+    monkeypatch.setattr(device, "cupy_works", lambda: False)
+    assert not device.on_gpu()

@@ -251,3 +251,38 @@ def test_for_active_device_uses_the_table_then_falls_back(monkeypatch):
     assert specs.for_active_device().key == "H200"
     monkeypatch.setattr(device, "describe", lambda: SimpleNamespace(**H200_PROPS))
     assert specs.for_active_device().estimated
+
+
+# --------------------------------------------------------------------------- the GPU the models describe
+
+def _on_a_gpu(monkeypatch, active):
+    monkeypatch.setattr(specs.device, "is_cuda", lambda: True)
+    monkeypatch.setattr(specs, "for_active_device", lambda: active)
+
+
+def test_model_gpu_without_a_gpu_is_the_fallback_else_the_default(monkeypatch):
+    monkeypatch.setattr(specs.device, "is_cuda", lambda: False)
+    assert specs.model_gpu().key == specs.DEFAULT_GPU
+    assert specs.model_gpu(fallback="T4").key == "T4"
+    assert specs.model_gpu("L4", fallback="T4").key == "L4"
+    t4 = specs.lookup("T4")
+    assert specs.model_gpu(t4) is t4
+
+
+def test_model_gpu_on_a_gpu_is_the_active_one_unless_another_is_asked_for(monkeypatch):
+    _on_a_gpu(monkeypatch, specs.lookup("H100-SXM"))
+    assert specs.model_gpu().key == "H100-SXM"
+    assert specs.model_gpu(fallback="T4").key == "H100-SXM"
+    assert specs.model_gpu("T4").key == "T4"  # a learner's choice holds on a GPU too
+
+
+def test_model_gpu_takes_the_active_gpus_own_name_where_the_table_lacks_it(monkeypatch):
+    props = SimpleNamespace(name="Lab GPU 9000", compute_capability=(9, 0), sm_count=100,
+                            memory_clock_khz=2_000_000, memory_bus_width_bits=4096,
+                            memory_bytes=2**36, l2_bytes=2**25)
+    estimated = specs.from_device(props)
+    _on_a_gpu(monkeypatch, estimated)
+    assert specs.model_gpu() is estimated
+    assert specs.model_gpu("Lab GPU 9000") is estimated
+    with pytest.raises(SpecError, match="Unknown GPU"):
+        specs.model_gpu("Lab GPU 9001")

@@ -8,6 +8,8 @@ a ``Timing`` renders itself in a notebook.
 """
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import html
 import math
 import time
@@ -24,6 +26,11 @@ from .errors import DeviceError, whole_number
 MIN_SAMPLE_S = {"cpu": 1e-3, "cuda": 2e-4}
 DEFAULT_WARMUP_S = {"cpu": 0.05, "cuda": 0.1}
 DEFAULT_MIN_TIME_S = 0.2
+# On a shared machine a multi-threaded CPU timing jumps by whole scheduler time slices
+# whenever one of its threads is preempted (the others wait at the next barrier), which
+# makes ratios meaningless; several threads per process make timings swing by 10x. CPU work
+# is therefore timed on one thread: stable ratios, GFLOP/s per core. GPU work is unaffected.
+CPU_THREADS = 1
 
 
 def _three_digits(v: float) -> str:
@@ -189,12 +196,12 @@ class _CudaEventTimer:
 
     def __init__(self):
         if _device.cupy_works():
-            import cupy as cp
+            import cupy as cp  # optional: present only where a GPU is
 
             self._start, self._end = cp.cuda.Event(), cp.cuda.Event()
             self._elapsed = lambda: cp.cuda.get_elapsed_time(self._start, self._end) * 1e-3
         else:
-            import torch
+            import torch  # heavy: loaded only where a GPU is
 
             self._start = torch.cuda.Event(enable_timing=True)
             self._end = torch.cuda.Event(enable_timing=True)
@@ -216,11 +223,11 @@ class _L2Flusher:
         l2 = _device.describe().l2_bytes or 64 * 2**20
         n = 2 * l2 // 4
         if _device.cupy_works():
-            import cupy as cp
+            import cupy as cp  # optional: present only where a GPU is
 
             self._buf = cp.empty(n, dtype=cp.float32)
         else:
-            import torch
+            import torch  # heavy: loaded only where a GPU is
 
             self._buf = torch.empty(n, dtype=torch.float32, device="cuda")
         self._i = 0
@@ -309,3 +316,47 @@ def benchmark(fn: Callable, *args, label: str | None = None, bytes: float | None
 def compare(fns: dict[str, Callable], **kwargs) -> Timings:
     """Benchmark several zero-argument callables with the same settings, in order."""
     return Timings(benchmark(f, label=name, **kwargs) for name, f in fns.items())
+
+
+# --------------------------------------------------------------------------- CPU threads
+
+def openblas():
+    """NumPy's OpenBLAS as (set_num_threads, get_num_threads), or None if it cannot be found."""
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {line.split()[-1] for line in f if "openblas" in line.lower()}
+    except OSError:
+        return None
+    for path in sorted(paths):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for suffix in ("64_", ""):
+            for prefix in ("scipy_openblas", "openblas"):
+                setter = getattr(lib, f"{prefix}_set_num_threads{suffix}", None)
+                getter = getattr(lib, f"{prefix}_get_num_threads{suffix}", None)
+                if setter is not None and getter is not None:
+                    return setter, getter
+    return None
+
+
+@contextlib.contextmanager
+def cpu_threads(n: int | None = None):
+    """Run PyTorch and NumPy's BLAS on ``n`` threads (default CPU_THREADS) inside the block;
+    the previous counts come back afterwards."""
+    import torch  # heavy: only CPU timings of PyTorch work use this
+
+    n = CPU_THREADS if n is None else n
+    old = torch.get_num_threads()
+    blas = openblas()
+    old_blas = blas[1]() if blas else None
+    torch.set_num_threads(n)
+    if blas:
+        blas[0](n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+        if blas:
+            blas[0](old_blas)

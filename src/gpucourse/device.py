@@ -84,6 +84,12 @@ def is_cuda() -> bool:
     return backend() == "cuda"
 
 
+def on_gpu() -> bool:
+    """True when the course's CUDA C kernels run on a real GPU: the backend is cuda and CuPy
+    works (else they run on the CPU emulator)."""
+    return is_cuda() and cupy_works()
+
+
 def require_cuda(what: str = "this step", needs: str | None = None) -> None:
     """Raise a clear error when the active backend is not a CUDA GPU, or (``needs`` "cupy" or
     "torch") when the library the step runs on the GPU is missing: MissingDependency, which
@@ -106,7 +112,7 @@ def require_cuda(what: str = "this step", needs: str | None = None) -> None:
 def asarray(array, dtype=None):
     """Copy a NumPy array to the active backend (a CuPy array on cuda, NumPy on cpu)."""
     if is_cuda() and cupy_works():
-        import cupy as cp
+        import cupy as cp  # optional: present only where a GPU is
 
         return cp.ascontiguousarray(cp.asarray(array, dtype=dtype))
     return np.ascontiguousarray(np.asarray(array, dtype=dtype))
@@ -115,7 +121,7 @@ def asarray(array, dtype=None):
 def empty(shape, dtype=np.float32):
     """Uninitialised array on the active backend (poisoned on the CPU: never trust it)."""
     if is_cuda() and cupy_works():
-        import cupy as cp
+        import cupy as cp  # optional: present only where a GPU is
 
         return cp.empty(shape, dtype=dtype)
     out = np.empty(shape, dtype=dtype)
@@ -147,11 +153,11 @@ def synchronize(which: str | None = None) -> None:
     if (which or backend()) != "cuda":
         return
     if cupy_works():
-        import cupy as cp
+        import cupy as cp  # optional: present only where a GPU is
 
         cp.cuda.Device().synchronize()
     if torch_cuda_works():
-        import torch
+        import torch  # heavy: loaded only where a GPU is
 
         torch.cuda.synchronize()
 
@@ -160,7 +166,7 @@ def synchronize(which: str | None = None) -> None:
 def tf32(enabled: bool):
     """Let PyTorch's FP32 matmuls and convolutions use TF32 tensor cores inside the block, or
     force true FP32 with ``enabled=False``; the previous settings come back afterwards."""
-    import torch
+    import torch  # heavy: only a PyTorch caller switches TF32
 
     old = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
     torch.backends.cuda.matmul.allow_tf32 = enabled
@@ -269,7 +275,7 @@ def _version(module_name: str) -> str | None:
 def _describe_cuda(info: DeviceInfo) -> None:
     """Fill the GPU fields, preferring CuPy's runtime properties (they include clocks)."""
     if cupy_works():
-        import cupy as cp
+        import cupy as cp  # optional: present only where a GPU is
 
         dev = cp.cuda.Device()
         props = cp.cuda.runtime.getDeviceProperties(dev.id)
@@ -299,7 +305,7 @@ def _describe_cuda(info: DeviceInfo) -> None:
         info.driver_version = f"{drv // 1000}.{drv % 1000 // 10}"
         info.runtime_version = f"{rt // 1000}.{rt % 1000 // 10}"
     elif torch_cuda_works():
-        import torch
+        import torch  # heavy: loaded only where a GPU is
 
         p = torch.cuda.get_device_properties(0)
         info.name = p.name

@@ -62,3 +62,36 @@ def fraction(value, what: str, example) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 < value <= 1.0:
         raise InputError(f"{what}={value!r}: use a fraction above 0 and at most 1 (e.g. {example}).")
     return float(value)
+
+
+class ModelInputError(InputError):
+    """An argument a model or an error bound cannot use (a negative size, an empty address
+    list, ...)."""
+
+
+def integer_argument(value, what: str, minimum: int | None = 0) -> int:
+    """An integer argument of a model or bound, at least ``minimum`` (None: any); otherwise a
+    ModelInputError naming it."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or \
+            not float(value).is_integer():
+        raise ModelInputError(f"{what} must be a whole number, got {value!r}.")
+    value = int(value)
+    if minimum is not None and value < minimum:
+        raise ModelInputError(f"{what} must be at least {minimum}, got {value}.")
+    return value
+
+
+def nonnegative_argument(value, what: str) -> float:
+    """A finite number >= 0, or a ModelInputError naming the argument."""
+    value = float(value)
+    if not value >= 0 or math.isinf(value):
+        raise ModelInputError(f"{what} must be a finite number >= 0, got {value!r}.")
+    return value
+
+
+def positive_argument(value, what: str) -> float:
+    """A finite number > 0, or a ModelInputError naming the argument."""
+    value = float(value)
+    if not value > 0 or math.isinf(value):
+        raise ModelInputError(f"{what} must be a finite number > 0, got {value!r}.")
+    return value

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Mapping
 
+from . import device
 from .errors import DeviceError, PrecisionError, SpecError
-
-PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "int8", "fp8")
+from .precision import PRECISIONS
 
 # Host link model (used by link_bandwidth_Bps and models.transfer_time). PCIe gen 3-5 move
 # 8, 16, 32 GT/s per lane with 128b/130b encoding; packet headers and flow control cost a
@@ -377,8 +377,6 @@ def from_device(props: Any) -> GPUSpec:
 
 def for_active_device() -> GPUSpec:
     """The spec of the GPU in use: the table's row if it knows the name, else estimated from the device."""
-    from . import device  # lazy: specs must import without a GPU stack
-
     if device.backend() != "cuda":
         raise DeviceError("No CUDA GPU is active here, so there is no device to describe; "
                           f"pick one from the table with specs.lookup(name), e.g. one of {', '.join(names())}.")
@@ -387,3 +385,27 @@ def for_active_device() -> GPUSpec:
         return lookup(info.name)
     except SpecError:
         return from_device(info)
+
+
+def model_gpu(gpu=None, fallback=None) -> GPUSpec:
+    """The GPU the course's models describe, by one rule for every chapter.
+
+    1. ``gpu``, when given: a GPUSpec, a name from the table (``names()``) or the active GPU's
+       own name; so a learner who picks a GPU gets that GPU, on a CUDA machine too.
+    2. Else, on a CUDA machine, the GPU in use (``for_active_device()``: the table's row, or
+       figures estimated from the device).
+    3. Else ``fallback`` (a chapter passes the GPU of its own reference data, so that models
+       and measurements in one figure are of one GPU), and without one ``DEFAULT_GPU``, the
+       GPU of the shipped reference measurements.
+    """
+    if isinstance(gpu, GPUSpec):
+        return gpu
+    if gpu is not None:
+        if device.is_cuda():  # the active GPU by its own name, also where the table lacks it
+            active = for_active_device()
+            if _norm(str(gpu)) in (_norm(active.key), _norm(active.name)):
+                return active
+        return lookup(gpu)
+    if device.is_cuda():
+        return for_active_device()
+    return lookup(fallback if fallback is not None else DEFAULT_GPU)

@@ -17,8 +17,7 @@ import ipywidgets as W
 from IPython.core.interactiveshell import InteractiveShell
 
 from .errors import CourseError
-
-DEFAULT_BLOCK_SIZES = (32, 48, 64, 96, 100, 128, 192, 200, 256, 384, 512, 768, 1024)
+from .kernels import BLOCK_SIZES
 
 
 def _one_of(value, options, what: str):
@@ -33,7 +32,7 @@ def _one_of(value, options, what: str):
     return value
 
 
-def block_size_slider(values=DEFAULT_BLOCK_SIZES, value: int = 256,
+def block_size_slider(values=BLOCK_SIZES, value: int = 256,
                       description: str = "block size") -> W.SelectionSlider:
     """A slider over block sizes, including a few that are not multiples of 32."""
     _one_of(value, values, description or "block size")

@@ -11,10 +11,11 @@ from typing import Callable
 
 import numpy as np
 
-from .. import device, models, specs
+from .. import device, kernels, models, precision, specs
 from ..errors import CourseError
-from . import (Exercise, answer_error, assert_close, callable_answer, choice_answer, number_answer,
-               random_array, text_answer, tuple_answer)
+from .compare import assert_close, random_array
+from .lab import (Exercise, answer_error, callable_answer, choice_answer, number_answer,
+                  text_answer, tuple_answer)
 from .timing import SimulatedAsyncDevice, check_timer
 
 # --------------------------------------------------------------------------- 1.1 coalescing
@@ -92,8 +93,6 @@ def check_coalesced_scale(element_source: str, number: str = "1.1") -> None:
     """The learner's ``element(k, n)`` in ``SCALE_KERNEL``: right at awkward sizes and grids (on
     the emulator without a GPU), and every warp access as few 32-byte sectors as its lanes need
     (the sector model, on the element each thread takes)."""
-    from .. import kernels
-
     with Exercise(number, "coalesced indexing"):
         text_answer(element_source, "element_source is",
                     "pass your element() function as CUDA C source in a string")
@@ -115,7 +114,7 @@ def check_coalesced_scale(element_source: str, number: str = "1.1") -> None:
             a = np.float32(1.75)
             mod.scale((blocks,), (threads,), (x, y, a, np.int32(n)))
             try:  # one float32 multiply, rounded once: within 2^-24 of the exact product
-                assert_close(device.to_host(y), x_host.astype(np.float64) * a, rtol=models.U32,
+                assert_close(device.to_host(y), x_host.astype(np.float64) * a, rtol=precision.U32,
                              atol=0, name=f"y for n={n} with {blocks} blocks of {threads} threads")
             except AssertionError as exc:
                 raise AssertionError(f"{exc}\nEvery element must be scaled exactly once for any "

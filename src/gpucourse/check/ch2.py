@@ -5,27 +5,31 @@
 - ``HostTensor``: a CPU tensor that records how a training loop moves it (was it pinned,
   was the copy ``non_blocking``, was it used for compute before being moved), so a loop
   written for a GPU can be checked on any machine.
-- ``trace_shared_accesses``: rebuilds a CUDA C kernel with its ``__shared__`` array wrapped
-  so that every access logs the element each thread touched; the log is grouped by warp and
-  by access, and each group goes through ``models.bank_conflicts``.
+
+Exercise 2.2's bank conflicts come from the profiler: its subscript trace
+(``profiler.trace_shared_accesses``) names the access, lanes and banks of a conflict, and
+``profiler.profile`` counts every access per line, however the kernel reaches the tile.
 """
 from __future__ import annotations
 
-import re
+import copy
 import threading
 from typing import Callable
 
 import numpy as np
 
-from .. import models
-from . import (Exercise, answer_error, assert_close, callable_answer, learner_kernel, random_array,
-               rng, run_learner_kernel, whole_answer)
+from .. import emulator, models, precision, profiler
+from ..errors import CourseError
+from ..profiler import TraceError, instrument_shared, trace_shared_accesses  # moved: profiler
+from .compare import assert_close, random_array, rng
+from .lab import (Exercise, answer_error, callable_answer, learner_kernel, run_learner_kernel,
+                  whole_answer)
 
 # --------------------------------------------------------------------------- allocation counter
 
 
 def _storage_ptrs(obj, out: set) -> None:
-    import torch
+    import torch  # heavy: loaded by the checks that use it, not on import
 
     if isinstance(obj, torch.Tensor):
         try:
@@ -58,7 +62,7 @@ class TorchAllocationCounter:
         self._mode = None
 
     def __enter__(self):
-        from torch.overrides import TorchFunctionMode
+        from torch.overrides import TorchFunctionMode  # heavy, as above
 
         counter = self
 
@@ -77,7 +81,7 @@ class TorchAllocationCounter:
         return self
 
     def _record(self, func, out, before: set) -> None:
-        import torch
+        import torch  # heavy: loaded by the checks that use it, not on import
 
         outs = out if isinstance(out, (list, tuple)) else (out,)
         for o in outs:
@@ -134,14 +138,14 @@ def _rec() -> _LoopRecorder | None:
 
 
 def _is_device(x) -> bool:
-    import torch
+    import torch  # heavy: loaded by the checks that use it, not on import
 
     return isinstance(x, torch.device) or (isinstance(x, str) and x.split(":")[0] in
                                            ("cpu", "cuda", "mps", "xpu", "meta"))
 
 
 def _make_host_tensor_class():
-    import torch
+    import torch  # heavy: loaded by the checks that use it, not on import
 
     class HostTensor(torch.Tensor):
         """A tensor in host memory whose moves to the device are recorded."""
@@ -156,8 +160,8 @@ def _make_host_tensor_class():
             if name == "pin_memory":
                 src = args[0]
                 with torch._C.DisableTorchFunctionSubclass():
-                    copy = src.clone()  # pinning copies into page-locked memory
-                out = copy.as_subclass(cls)
+                    pinned = src.clone()  # pinning copies into page-locked memory
+                out = pinned.as_subclass(cls)
                 rec.pinned_storages.add(out.untyped_storage().data_ptr())
                 rec.pin_calls.append(src.numel())
                 return out
@@ -266,7 +270,7 @@ def check_bank_ways(bank_ways: Callable, number: str = "2.1",
 
 def _loop_problem(seed: int = 0, batches: int = 5, batch: int = 16, features: int = 24,
                   classes: int = 5):
-    import torch
+    import torch  # heavy: loaded by the checks that use it, not on import
 
     x = random_array((batches * batch, features), np.float32, seed=seed, kind="uniform")
     w = rng(seed + 1).standard_normal((features, classes)).astype(np.float32)
@@ -285,7 +289,7 @@ def check_pinned_loop(train_fast: Callable, train_step: Callable, number: str = 
     Runs on the CPU: X and Y are HostTensors that record pins and copies (a CPU build of
     PyTorch cannot pin memory, so pinning is simulated).
     """
-    import torch
+    import torch  # heavy: loaded by the checks that use it, not on import
 
     with Exercise(number, title):
         callable_answer(train_fast, "train_fast is",
@@ -344,8 +348,6 @@ def check_pinned_loop(train_fast: Callable, train_step: Callable, number: str = 
 
 
 def _clone_model(model):
-    import copy
-
     return copy.deepcopy(model)
 
 
@@ -369,7 +371,7 @@ def momentum_error_bound(w, v, grads, lr: float, beta: float):
     |v| and |w| are bounded by the same steps on magnitudes. gamma_3 of float64 per step covers
     the float64 reference.
     """
-    g3 = models.gamma(3) + models.gamma(3, models.U64)
+    g3 = precision.gamma(3) + precision.gamma(3, precision.U64)
     mw, mv = (np.abs(np.asarray(t, dtype=np.float64)) for t in (w, v))
     ew, ev = np.zeros_like(mw), np.zeros_like(mv)
     for g in grads:
@@ -385,7 +387,7 @@ def check_buffer_reuse(momentum_steps: Callable, number: str = "2.4",
                        title: str = "a loop that reuses its buffers") -> None:
     """``momentum_steps(w, v, grads, lr, beta)`` updates w and v in place, allocating
     nothing per iteration, and matches the allocating version."""
-    import torch
+    import torch  # heavy: loaded by the checks that use it, not on import
 
     with Exercise(number, title):
         callable_answer(momentum_steps, "momentum_steps is",
@@ -425,7 +427,7 @@ def check_buffer_reuse(momentum_steps: Callable, number: str = "2.4",
 
 def _mixed_reference(model) -> dict:
     """Real tensors of bf16 training with fp32 master weights and Adam, their nbytes."""
-    import torch
+    import torch  # heavy: loaded by the checks that use it, not on import
 
     half = [p.detach().to(torch.bfloat16).requires_grad_() for p in model.parameters()]
     for h in half:
@@ -442,7 +444,7 @@ def _mixed_reference(model) -> dict:
 
 
 def _footprint_models():
-    import torch
+    import torch  # heavy: loaded by the checks that use it, not on import
 
     torch.manual_seed(0)
     return [torch.nn.Linear(7, 3),
@@ -491,140 +493,6 @@ def check_mixed_bytes(mixed_precision_bytes: Callable, number: str = "2.5",
                     + (" The master copy is fp32: 4 bytes per parameter." if k == "master_copy" else ""))
 
 
-# --------------------------------------------------------------------------- shared-memory trace
-
-# Byte widths of the element types a shared array may have (vector types count whole).
-_ELEM_BYTES = {"float": 4, "int": 4, "unsigned": 4, "unsigned int": 4, "uint32_t": 4, "int32_t": 4,
-               "double": 8, "long long": 8, "unsigned long long": 8, "int64_t": 8, "uint64_t": 8,
-               "short": 2, "unsigned short": 2, "__half": 2, "half": 2, "__nv_bfloat16": 2,
-               "char": 1, "unsigned char": 1, "int8_t": 1, "uint8_t": 1, "float2": 8, "int2": 8,
-               "float4": 16, "int4": 16}
-
-TRACE_THREADS = 1024
-TRACE_SLOTS = 64  # accesses logged per thread (the first is the count)
-
-_TRACE_PRELUDE = r"""
-// ---- added by gpucourse.check.ch2: log every shared-memory access of block (0, 0, 0)
-static unsigned int gc_trace_buf[%(threads)d * %(slots)d];
-static inline void gc_trace_note(int array, long long byte_offset) {
-  if (blockIdx.x || blockIdx.y || blockIdx.z) return;
-  unsigned r = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-  if (r >= %(threads)d) return;
-  unsigned int* slot = gc_trace_buf + r * %(slots)d;
-  unsigned k = slot[0];
-  if (k + 1 < %(slots)d) {
-    slot[k + 1] = ((unsigned)array << 24) | (unsigned)(byte_offset & 0xFFFFFF);
-    slot[0] = k + 1;
-  }
-}
-template <class T, long long P> struct gc_trace_row {
-  T* base; long long r; int id;
-  T& operator[](long long c) const { gc_trace_note(id, (r * P + c) * (long long)sizeof(T)); return base[r * P + c]; }
-};
-template <class T, long long P> struct gc_trace_2d {
-  T* base; int id;
-  gc_trace_row<T, P> operator[](long long r) const { return gc_trace_row<T, P>{base, r, id}; }
-};
-template <class T> struct gc_trace_1d {
-  T* base; int id;
-  T& operator[](long long i) const { gc_trace_note(id, i * (long long)sizeof(T)); return base[i]; }
-};
-extern "C" __global__ void gc_trace_read(unsigned int* out) {
-  for (int i = 0; i < %(threads)d * %(slots)d; i++) { out[i] = gc_trace_buf[i]; gc_trace_buf[i] = 0; }
-}
-// ---- end of the added code
-"""
-
-_SHARED_DECL = re.compile(
-    r"__shared__\s+(?:__align__\s*\(\s*\d+\s*\)\s*)?((?:(?:const|volatile|unsigned|signed|long|short)\s+)*"
-    r"[A-Za-z_]\w*)\s+([A-Za-z_]\w*)\s*\[([^\]\[;]+)\]\s*(?:\[([^\]\[;]+)\])?\s*;")
-
-
-class TraceError(Exception):
-    """The kernel's shared-memory accesses could not be traced (unusual declarations)."""
-
-
-def instrument_shared(source: str) -> tuple[str, list[dict]]:
-    """``source`` with every static ``__shared__`` array wrapped in a logging proxy.
-
-    Only the declarations change (``T a[N][M]`` and ``T a[N]``); the index expressions stay
-    exactly as written, so what is logged is what the kernel computes.
-    """
-    from ..emulator.source import strip_comments
-
-    text = strip_comments(source)
-    arrays: list[dict] = []
-
-    def wrap(m):
-        typ, name, d1, d2 = m.group(1), m.group(2), m.group(3), m.group(4)
-        base = re.sub(r"\b(const|volatile)\b", "", typ).strip()
-        base = re.sub(r"\s+", " ", base)
-        if base not in _ELEM_BYTES:
-            raise TraceError(f"shared array `{name}` has element type {base!r}, which the trace "
-                             "does not know; use float.")
-        idx = len(arrays)
-        arrays.append({"name": name, "type": base, "elem_bytes": _ELEM_BYTES[base]})
-        raw = f"gc_raw_{name}"
-        if d2 is None:
-            return (f"__shared__ {typ} {raw}[{d1}]; "
-                    f"gc_trace_1d<{typ}> {name}{{&{raw}[0], {idx}}};")
-        return (f"__shared__ {typ} {raw}[{d1}][{d2}]; "
-                f"gc_trace_2d<{typ}, ({d2})> {name}{{&{raw}[0][0], {idx}}};")
-
-    out = _SHARED_DECL.sub(wrap, text)
-    if re.search(r"\bextern\s+__shared__", text):
-        raise TraceError("the kernel uses dynamic (extern) shared memory; declare the tile as a "
-                         "static array, e.g. `__shared__ float tile[TILE][TILE + 1];`.")
-    prelude = _TRACE_PRELUDE % {"threads": TRACE_THREADS, "slots": TRACE_SLOTS}
-    return prelude + "\n" + out, arrays
-
-
-def trace_shared_accesses(source: str, kernel: str, grid, block, args, defines=None) -> dict:
-    """Run ``kernel`` on the emulator with its shared arrays traced; return the bank conflicts
-    of every warp-wide access of block (0, 0, 0).
-
-    The k-th shared access of each thread of a warp is taken as one warp instruction (right
-    when the threads of a warp take the same path, as in a full tile). Each such access goes
-    through ``models.bank_conflicts``. Returns ``{"accesses": [...], "worst": ways, ...}``.
-    """
-    from .. import kernels as _kernels
-    from ..errors import CompileError
-
-    code, arrays = instrument_shared(source)
-    if not arrays:
-        return {"arrays": [], "accesses": [], "worst": 0}
-    try:
-        mod = _kernels.from_source(code, defines=defines, name="traced.cu", backend="cpu")
-    except CompileError as exc:
-        raise TraceError("the kernel could not be rebuilt with its shared arrays traced "
-                         f"({str(exc).splitlines()[0]}); index the tile as tile[row][col].") from None
-    getattr(mod, kernel)(grid, block, args)
-    buf = np.zeros(TRACE_THREADS * TRACE_SLOTS, dtype=np.uint32)
-    mod.gc_trace_read(1, 1, (buf,))
-    log = buf.reshape(TRACE_THREADS, TRACE_SLOTS)
-    bx, by, bz = (tuple(block) + (1, 1))[:3] if not isinstance(block, int) else (block, 1, 1)
-    threads = min(TRACE_THREADS, bx * by * bz)
-    accesses = []
-    for w in range(0, threads, 32):
-        lanes = range(w, min(w + 32, threads))
-        depth = max(int(log[r, 0]) for r in lanes)
-        for k in range(depth):
-            entries = [(r - w, int(log[r, k + 1])) for r in lanes if log[r, 0] > k]
-            by_array: dict[int, list[tuple[int, int]]] = {}
-            for lane, e in entries:
-                by_array.setdefault(e >> 24, []).append((lane, e & 0xFFFFFF))
-            for a, pairs in by_array.items():
-                info = arrays[a]
-                addrs = [off for _, off in pairs]
-                bc = models.bank_conflicts(addrs, word_bytes=min(info["elem_bytes"], 16))
-                accesses.append({"warp": w // 32, "access": k, "array": info["name"],
-                                 "lanes": [lane for lane, _ in pairs], "byte_offsets": addrs,
-                                 "ways": bc.ways,
-                                 "banks": [(off // 4) % 32 for off in addrs]})
-    worst = max((a["ways"] for a in accesses), default=0)
-    return {"arrays": arrays, "accesses": accesses, "worst": worst}
-
-
 # --------------------------------------------------------------------------- exercise 2.2
 
 TRANSPOSE_DEFINES = {"TILE": 32, "BLOCK_ROWS": 8}
@@ -655,9 +523,6 @@ def check_padded_transpose(source, kernel: str = "transpose_padded", number: str
 
     Returns the trace of step 3.
     """
-    from .. import emulator
-    from ..errors import CourseError
-
     with Exercise(number, title):
         if callable(source):
             source = source()
@@ -739,8 +604,6 @@ def _check_transpose_traffic(kernel, a, out):
     """Step 4: the profiler's counts of every access, however the kernel reaches memory
     (the trace sees only subscripts of the tile itself, not a pointer into it or a tile passed
     to a function); the Profile, or None where the profiler cannot run."""
-    from .. import profiler
-
     try:
         prof = profiler.profile(kernel, (2, 2), (32, 8), (a, out, np.int32(64), np.int32(64)))
     except profiler.ProfilerError:  # no profiling toolchain here: steps 1-3 still ran

@@ -10,9 +10,9 @@ import math
 
 import numpy as np
 
-from .. import models
-from . import (Exercise, answer_error, callable_answer, choice_answer, number_answer,
-               whole_answer)
+from .. import models, precision
+from .lab import (Exercise, answer_error, callable_answer, choice_answer, number_answer,
+                  whole_answer)
 
 # Exercise 3.1: gradients of a 1.5-billion-parameter model in bf16 (2 bytes each), 8 GPUs in
 # a ring whose links move 450 GB/s each way, 5 microseconds per step.
@@ -127,7 +127,7 @@ def average_error_bound(grads) -> np.ndarray:
     """
     g = np.asarray(grads, dtype=np.float64)
     p = len(g)
-    return (models.gamma(p + 1) + models.gamma(p + 1, models.U64)) * np.abs(g).sum(axis=0) / p
+    return (precision.gamma(p + 1) + precision.gamma(p + 1, precision.U64)) * np.abs(g).sum(axis=0) / p
 
 
 def check_average_gradients(result: dict, number: str = "3.2",

@@ -11,11 +11,14 @@ import re
 
 import numpy as np
 
-from .. import models, specs
+from .. import models, precision, specs
+from ..emulator import racecheck
 from ..emulator.source import strip_comments
+from ..kernels.divergence import COEFS, divergence_grid
 from ..models import ceil_div
-from . import (Exercise, callable_answer, learner_kernel, learner_module, number_answer,
-               random_array, rng, run_learner_kernel, text_answer, whole_answer)
+from .compare import random_array, rng
+from .lab import (Exercise, callable_answer, learner_kernel, learner_module, number_answer,
+                  run_learner_kernel, text_answer, whole_answer)
 
 NBINS = 256
 WARP = 32
@@ -118,7 +121,7 @@ extern "C" __global__ void no_divergence(const float* x, float* y, int n, int k)
 
 
 #: (a, b) of branch_a and branch_b: each step is v <- a*v + b.
-BRANCH_COEFS = ((0.75, 0.25), (-0.5, 1.0))
+BRANCH_COEFS = COEFS  # moved: kernels.divergence
 
 
 def _branch_reference(x: np.ndarray, k: int) -> np.ndarray:
@@ -133,14 +136,9 @@ def _branch_reference(x: np.ndarray, k: int) -> np.ndarray:
 
 def branch_error_bound(x: np.ndarray, k: int) -> float:
     """Largest float32 error of k steps of either branch from the values ``x``, in any compiled
-    form (fmaf or a multiply and an add): models.affine_steps_error_bound of the worse branch."""
+    form (fmaf or a multiply and an add): precision.affine_steps_error_bound of the worse branch."""
     top = float(np.max(np.abs(x), initial=0.0))
-    return max(models.affine_steps_error_bound(top, a, b, k) for a, b in BRANCH_COEFS)
-
-
-def divergence_grid(n: int, block: int) -> int:
-    """Blocks the checker launches: enough threads for n rounded up to a multiple of 64."""
-    return max(1, ceil_div(ceil_div(n, 64) * 64, block))
+    return max(precision.affine_steps_error_bound(top, a, b, k) for a, b in BRANCH_COEFS)
 
 
 def check_no_divergence(source: str, number: str = "4.2",
@@ -210,7 +208,7 @@ def reduction_error_bound(x: np.ndarray) -> float:
     """How far a correct float32 sum of ``x`` may lie from the exact one, in any order.
 
     Blocks, warps and atomics may add the terms in any order, so a term can pass through up
-    to n roundings: gamma_n * sum|x| (models.sum_error_bound). Integers whose sum of
+    to n roundings: gamma_n * sum|x| (precision.sum_error_bound). Integers whose sum of
     magnitudes is below 2^24 (the +-1 data) have integer partial sums that float32 holds
     exactly: 0.
     """
@@ -218,7 +216,7 @@ def reduction_error_bound(x: np.ndarray) -> float:
     scale = float(np.sum(np.abs(x64)))
     if np.all(x64 == np.round(x64)) and scale < 2.0 ** 24:
         return 0.0
-    return models.sum_error_bound(max(1, x64.size), scale)
+    return precision.sum_error_bound(max(1, x64.size), scale)
 
 
 def _check_block_sum(kern, x: np.ndarray, block: int, race_check: bool) -> None:
@@ -317,8 +315,6 @@ def check_private_histogram(source: str, number: str = "4.4",
                         f"{int(want[b])}. Hint: {hint}.")
         # The race check names a plain += line by line; only where it has no hazard detector
         # (see gpucourse.emulator) is this rule of thumb, which a helper function fools, used.
-        from ..emulator import racecheck
-
         assert racecheck.detector(kern) is not None or \
             len(re.findall(r"\batomicAdd\s*\(", code)) >= 2, (
             "use atomicAdd both for the shared bins (several threads of a block hit the same "

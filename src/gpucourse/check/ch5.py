@@ -12,12 +12,13 @@ from typing import Callable
 
 import numpy as np
 
-from .. import models, specs
+from .. import precision, specs
 from ..emulator.source import strip_comments
 from ..errors import PrecisionError
 from ..models import ceil_div
-from . import (Exercise, assert_close, callable_answer, choice_answer, learner_kernel, number_answer,
-               random_array, run_learner_kernel, text_answer, whole_answer)
+from .compare import assert_close, random_array
+from .lab import (Exercise, callable_answer, choice_answer, learner_kernel, number_answer,
+                  run_learner_kernel, text_answer, whole_answer)
 
 # A value no correct kernel writes: the padding after an output must still hold it.
 SENTINEL = np.float32(-12345.5)
@@ -65,7 +66,7 @@ def _right_at_whole_tiles(kern, tile: int, seed: int, shape=None) -> bool:
     except AssertionError:
         return False
     ref = A.astype(np.float64) @ B.astype(np.float64)
-    return bool(np.all(np.abs(C - ref) <= models.matmul_error_bound(A, B)))  # NaN fails
+    return bool(np.all(np.abs(C - ref) <= precision.matmul_error_bound(A, B)))  # NaN fails
 
 
 BOUNDS_FIX = ("load 0.0 for tile elements outside A or B (check row < M and k < K for A, "
@@ -131,8 +132,8 @@ def check_tiled_matmul(source: str, tile: int = 16, number: str = "5.1",
             B = random_array((K, N), seed=seed + 2 * i + 1)
             ref = A.astype(np.float64) @ B.astype(np.float64)
             # Each element is a float32 dot of K terms, added in whatever order the tiles give:
-            # gamma_K * max(|A| @ |B|) (models.matmul_error_bound) holds for any of them.
-            rtol, atol = 0.0, models.matmul_error_bound(A, B)
+            # gamma_K * max(|A| @ |B|) (precision.matmul_error_bound) holds for any of them.
+            rtol, atol = 0.0, precision.matmul_error_bound(A, B)
             grid, block = tiled_launch(M, N, tile)
             what = f"M={M}, N={N}, K={K} with TILE={tile}"
             # Every array sits at the start of a longer buffer, so that a stray access lands
@@ -208,7 +209,7 @@ def chain_tolerance() -> tuple[float, float]:
     element; atol's second gamma_6 leaves room for second-order terms and the float64
     reference's own rounding.
     """
-    g = models.gamma(6)
+    g = precision.gamma(6)
     return g, 2 * g
 
 
@@ -417,5 +418,3 @@ def check_percent_of_peak(percent_of_peak: Callable, number: str = "5.4",
             raise AssertionError(f"the T4 has no bf16 peak (its tensor cores do fp16 and int8), yet "
                                  f"you returned {got!r}: let gc.specs raise its PrecisionError.")
 
-
-__all__ = [n for n in dir() if not n.startswith("_")]

@@ -7,9 +7,9 @@ AssertionError that says what is wrong; an answer of the wrong type (a string, a
 function, None) is named in one sentence. References are written here again on purpose:
 checkers never import ``experiments``.
 
-The INT8 product itself lives here too (:func:`int8_gemm_probe`, :func:`int8_mm`), because
-exercise 6.5's checker needs it and checkers sit below ``experiments``: ``torch._int_mm``
-is exact on some CPUs and not on others, and both layers must know which.
+The INT8 product (``precision.int8_gemm_probe``, ``precision.int8_mm``) and the loss-scaling
+rule (``precision.DynamicLossScaler``) live in ``precision``, which the chapter uses too:
+``torch._int_mm`` is exact on some CPUs and not on others, and both must know which.
 """
 from __future__ import annotations
 
@@ -21,13 +21,13 @@ import numpy as np
 
 from .. import models, specs
 from ..device import to_host
-from ..errors import DeviceError
-from . import (Exercise, answer_error, callable_answer, number_answer, text_answer, tuple_answer,
-               whole_answer)
+from ..precision import DynamicLossScaler, int8_gemm_probe, int8_mm  # moved: precision
+from .lab import (Exercise, answer_error, callable_answer, number_answer, text_answer,
+                  tuple_answer, whole_answer)
 
 
 def _torch():
-    import torch
+    import torch  # heavy: loaded by the checks that use it, not when the module is imported
 
     return torch
 
@@ -144,29 +144,9 @@ def check_quantize(quantize, number: str = "6.1",
 
 # --------------------------------------------------------------------------- 6.2 dynamic loss scaler
 
-class ReferenceScaler:
-    """The dynamic loss scaling rule of torch.amp.GradScaler, for the checker."""
-
-    def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
-                 growth_interval=2000):
-        self.scale, self.growth_factor = float(init_scale), growth_factor
-        self.backoff_factor, self.growth_interval = backoff_factor, growth_interval
-        self.clean_steps = 0
-
-    def unscale(self, grads):
-        out = [g.float() / self.scale for g in grads]
-        torch = _torch()
-        return out, not all(bool(torch.isfinite(g).all()) for g in out)
-
-    def update(self, found_inf: bool) -> None:
-        if found_inf:
-            self.scale *= self.backoff_factor
-            self.clean_steps = 0
-        else:
-            self.clean_steps += 1
-            if self.clean_steps == self.growth_interval:
-                self.scale *= self.growth_factor
-                self.clean_steps = 0
+class ReferenceScaler(DynamicLossScaler):
+    """The dynamic loss scaling rule of torch.amp.GradScaler (``precision.DynamicLossScaler``),
+    under the name the checker and its tests give the reference."""
 
 
 # Which steps overflow, and how: "inf", "-inf" or "nan" in one of the gradient tensors.
@@ -384,137 +364,6 @@ def reference_training_bytes(params: int, activations: int, dtype: str, optimize
 
 # --------------------------------------------------------------------------- INT8 products on this device
 
-#: The probe of :func:`int8_gemm_probe`: more than 16 rows (CUDA's ``torch._int_mm`` wants
-#: them), k and n multiples of 8, and k = 2048 so that same-sign sums of 127 * 127 pass 2**24
-#: (where FP32 sums start to round) as well as INT16's 32 767.
-PROBE_SHAPE = (24, 2048, 32)
-
-
-@dataclasses.dataclass(frozen=True)
-class Int8GemmProbe:
-    """What the probe found about ``torch._int_mm`` on one device, and the INT8 product used there."""
-
-    device: str
-    status: str   # "exact", "wrong" (runs, but some sums differ) or "fails" (does not run)
-    wrong: int    # probe sums that differ from the exact INT64 product
-    total: int
-    worst: int    # the largest difference
-    detail: str = ""
-
-    @property
-    def exact(self) -> bool:
-        """True when ``torch._int_mm`` gave every probe sum exactly."""
-        return self.status == "exact"
-
-    @property
-    def path(self) -> str:
-        """The INT8 product :func:`int8_mm` uses on this device."""
-        return "torch._int_mm" if self.exact else "float64 matmul of the INT8 values"
-
-    @property
-    def sentence(self) -> str:
-        """The probe's finding in one sentence."""
-        m, k, n = PROBE_SHAPE
-        what = f"a {m} x {k} x {n} product of INT8 values (with rows and columns of +-127)"
-        if self.status == "exact":
-            return (f"torch._int_mm is exact on this {self.device.upper()}: all {self.total} sums of "
-                    f"{what} equal the exact integer product, so the course uses it.")
-        if self.status == "wrong":
-            return (f"torch._int_mm is WRONG on this {self.device.upper()}: {self.wrong} of "
-                    f"{self.total} sums of {what} differ from the exact integer product (by up "
-                    f"to {self.worst:,}), so the course multiplies INT8 values as float64 "
-                    "instead, which is exact (every partial sum is an integer below 2**53) "
-                    "but not an INT8 kernel.")
-        return (f"torch._int_mm does not run on this {self.device.upper()} ({self.detail}), so "
-                "the course multiplies INT8 values as float64 instead, which is exact but not "
-                "an INT8 kernel.")
-
-
-_PROBES: dict = {}
-
-
-def _probe_operands():
-    """INT8 operands whose sums show saturation: random values, and rows and columns of +-127.
-
-    oneDNN's u8 x s8 kernels add 128 to each signed activation; without VNNI they add pairs
-    of products in INT16 with saturation (vpmaddubsw), and a row of 127s (255 after the
-    shift) meets a column of 127s as pairs of 2 * 255 * 127 = 64 770 > 32 767.
-    """
-    torch = _torch()
-    m, k, n = PROBE_SHAPE
-    g = torch.Generator().manual_seed(6)
-    a = torch.randint(-127, 128, (m, k), generator=g)
-    bt = torch.randint(-127, 128, (n, k), generator=g)
-    a[:4], a[4:8], bt[:4], bt[4:8] = 127, -127, 127, -127
-    # b as the transpose of a row-major (n, k) tensor: the layout INT8 GEMMs want (Int8Linear's)
-    return a.to(torch.int8), bt.to(torch.int8).t()
-
-
-def _int8_float64_mm(qa, qb):
-    """INT8 product as float64 matmul: exact, as every partial sum is an integer below 2**53
-    (k * 127**2 < 2**53 for k up to 5e11), in any summation order."""
-    torch = _torch()
-    return (qa.to(torch.float64) @ qb.to(torch.float64)).to(torch.int32)
-
-
-def _run_probe(dev: str, int_mm) -> Int8GemmProbe:
-    a, b = _probe_operands()
-    exact = a.numpy().astype(np.int64) @ b.numpy().astype(np.int64)  # NumPy's integer loops
-    total = exact.size
-    fallback = to_host(_int8_float64_mm(a.to(dev), b.to(dev))).astype(np.int64)
-    if not np.array_equal(fallback, exact):  # cannot happen with IEEE float64; say so if it does
-        raise DeviceError(f"float64 products of INT8 values are not exact on this {dev}: its "
-                          "matmul is broken; run the course on another device.")
-    if int_mm is None:
-        return Int8GemmProbe(dev, "fails", 0, total, 0, "this PyTorch has no torch._int_mm")
-    try:
-        got = to_host(int_mm(a.to(dev), b.to(dev))).astype(np.int64)
-    except Exception as exc:  # noqa: BLE001 - any failure means "not here", with the reason
-        return Int8GemmProbe(dev, "fails", 0, total, 0, f"{type(exc).__name__}: {str(exc)[:80]}")
-    if got.shape != exact.shape:
-        return Int8GemmProbe(dev, "wrong", total, total, 0, f"result of shape {got.shape}")
-    diff = np.abs(got - exact)
-    wrong = int((diff != 0).sum())
-    return Int8GemmProbe(dev, "wrong" if wrong else "exact", wrong, total, int(diff.max()))
-
-
-def int8_gemm_probe(dev: str = "cpu") -> Int8GemmProbe:
-    """Whether ``torch._int_mm`` gives exact INT32 sums on ``dev`` ("cpu" or "cuda").
-
-    On x86 CPUs without VNNI it can run through oneDNN kernels whose 16-bit intermediate
-    sums saturate. Measured on first use against NumPy's exact INT64 product, and kept per
-    device (and per ``torch._int_mm``, so a replaced function is probed again).
-    """
-    torch = _torch()
-    dev = torch.device(dev).type
-    int_mm = getattr(torch, "_int_mm", None)
-    key = (dev, int_mm)
-    if key not in _PROBES:
-        _PROBES[key] = _run_probe(dev, int_mm)
-    return _PROBES[key]
-
-
-def int8_mm(qa, qb):
-    """``qa @ qb`` of INT8 matrices as exact INT32 sums: ``torch._int_mm`` where the probe found
-    it exact on this device, else float64 products of the INT8 values (exact too, slower).
-
-    On a GPU ``torch._int_mm`` wants more than 16 rows of ``qa`` and k and n multiples of 8:
-    other shapes are padded with zeros here (which add nothing to the sums); callers that
-    time it pad their operands once instead (as ``Int8Linear`` does).
-    """
-    torch = _torch()
-    if not int8_gemm_probe(qa.device.type).exact:
-        return _int8_float64_mm(qa, qb)
-    (m, k), n = qa.shape, qb.shape[1]
-    if qa.is_cuda and (m <= 16 or k % 8 or n % 8):
-        rows, inner, cols = max(m, 17), -(-k // 8) * 8, -(-n // 8) * 8
-        pa = torch.zeros(rows, inner, dtype=qa.dtype, device=qa.device)
-        pb = torch.zeros(cols, inner, dtype=qb.dtype, device=qb.device).t()  # column-major
-        pa[:m, :k], pb[:k, :n] = qa, qb
-        return torch._int_mm(pa, pb)[:m, :n]
-    return torch._int_mm(qa, qb)
-
-
 def _int_mm_sentence(dev: str = "cpu") -> str | None:
     """One sentence for a learner when this device's ``torch._int_mm`` is wrong, else None."""
     probe = int8_gemm_probe(dev)
@@ -702,5 +551,3 @@ def reference_int8_matmul(a, b):
     qa, sa, qb, sb = _ref_quantized_torch(a, b)
     return int8_mm(qa, qb).float() * sa * sb
 
-
-__all__ = [n for n in dir() if not n.startswith("_")]

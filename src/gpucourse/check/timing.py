@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 
-from . import Exercise, callable_answer, number_answer
+from .lab import Exercise, callable_answer, number_answer
 
 
 class SimulatedAsyncDevice:

@@ -15,15 +15,15 @@ import time
 
 import numpy as np
 
-from .. import bench, check, device, models, specs
+from .. import bench, check, device, models, precision, specs
 from ..check.timing import SimulatedAsyncDevice
-from ..errors import CourseError, DeviceError, LaunchError, PrecisionError, SpecError, whole_number
+from ..errors import CourseError, DeviceError, LaunchError, PrecisionError, whole_number
 from .cpu import dot_on_every_core, exact_sum_data
 
 STRIDES = (1, 2, 4, 8, 16, 32)
 BLOCK = 256
 # Element sizes of the precisions the bandwidth widget offers.
-ELEM_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
+ELEM_BYTES = {p: precision.BYTES[p] for p in precision.STORAGE}  # moved: precision
 CPU_LINE_BYTES = 64
 # Used by the model views when the active device is not a GPU of the spec table.
 FALLBACK_GPU = specs.DEFAULT_GPU
@@ -36,13 +36,10 @@ def _progress(progress, fraction):
 
 
 def default_gpu() -> str:
-    """The spec-table name of the active GPU, else a common data-centre GPU for the model views."""
-    if device.is_cuda():
-        try:
-            return specs.lookup(device.describe().name).key
-        except SpecError:
-            pass
-    return FALLBACK_GPU
+    """The spec-table name of the GPU the models describe (``specs.model_gpu``), or
+    FALLBACK_GPU where the active GPU is not in the table."""
+    spec = specs.model_gpu()
+    return FALLBACK_GPU if spec.estimated else spec.key
 
 
 def _spec(gpu) -> specs.GPUSpec:
@@ -51,7 +48,7 @@ def _spec(gpu) -> specs.GPUSpec:
 
 def _cupy():
     """CuPy when the active backend is a GPU that CuPy can use, else None."""
-    if device.is_cuda() and device.cupy_works():
+    if device.on_gpu():
         import cupy
 
         return cupy
@@ -62,9 +59,7 @@ def _torch_cuda() -> bool:
     return device.is_cuda() and device.torch_cuda_works()
 
 
-def _sync():
-    device.synchronize()
-
+_sync = device.synchronize  # moved: device
 
 def _big_random(n: int, seed: int) -> np.ndarray:
     """Large float32 input, random and non-uniform in [-0.5, 1.5) (cheaper than random_array)."""

@@ -16,7 +16,7 @@ import tracemalloc
 
 import numpy as np
 
-from .. import bench, check, device, models, reference, specs
+from .. import bench, check, device, models, precision, reference, specs
 from ..display import Table
 from ..check import ch2 as _probes
 from ..errors import DeviceError, LaunchError, PrecisionError, whole_number
@@ -33,19 +33,20 @@ DEFAULT_MODEL_GPU = "H100-PCIe"
 
 
 def target_gpu(gpu=None) -> specs.GPUSpec:
-    """The GPU whose figures the models use: the given one, the active GPU, the GPU of the
-    chapter's reference data, or a PCIe H100 by default."""
-    if gpu is not None:
-        return specs.lookup(gpu)
-    if device.is_cuda():
-        return specs.for_active_device()
+    """The GPU whose figures the models use (``specs.model_gpu``): the given one, the active
+    GPU, or else the GPU of the chapter's reference data (a PCIe H100 without any)."""
+    return specs.model_gpu(gpu, fallback=_reference_gpu())
+
+
+def _reference_gpu() -> str:
+    """The table's name of the GPU of the chapter's transfer measurements, or DEFAULT_MODEL_GPU."""
     refs = reference.find(SECTION, "transfers")
     if refs:
         try:
-            return specs.lookup(refs[0][0].gpu)
+            return specs.lookup(refs[0][0].gpu).key
         except Exception:  # a reference GPU the table lacks: fall back to the default
             pass
-    return specs.lookup(DEFAULT_MODEL_GPU)
+    return DEFAULT_MODEL_GPU
 
 
 def reference_note() -> str:
@@ -897,7 +898,7 @@ def toy_pool_run(iterations: int = 100, sizes=(4 * MiB, 4 * MiB, 1 * MiB)) -> di
 
 FOOTPRINT_WIDTHS = (256, 512, 512, 10)
 FOOTPRINT_BATCH = 512
-DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+DTYPES = {p: precision.TORCH_NAMES[p] for p in precision.STORAGE}  # moved: precision
 
 
 def _torch_dtype(name: str):

@@ -15,15 +15,16 @@ import numbers
 import numpy as np
 
 from .. import bench, check, device, models, reference, specs
-from ..check.ch4 import divergence_grid  # the launch the lab's checker uses too
 from ..display import Table
 from ..errors import LaunchError, SpecError, positive_number, whole_number
+from ..kernels import BLOCK_SIZES  # moved: kernels
+from ..kernels.divergence import COEFS as _BRANCH_COEFS
+from ..kernels.divergence import divergence_grid  # the launch the lab's checker uses too
 from ..models import ceil_div
 from .cpu import dot_on_every_core, exact_sum_data
 
 # The GPU the models describe when no GPU is present (any name from specs.names()).
 DEFAULT_GPU = specs.DEFAULT_GPU
-BLOCK_SIZES = (32, 48, 64, 96, 100, 128, 192, 200, 256, 384, 512, 768, 1024)
 # saxpy compiles to well under 32 registers per thread on every nvcc we know of; at <= 32
 # registers, registers never limit occupancy, so the exact count does not change the model.
 # On a GPU the count is read from the compiled kernel instead.
@@ -34,16 +35,13 @@ WARP = 32
 
 # --------------------------------------------------------------------------- helpers
 
-def on_gpu() -> bool:
-    """True when kernels run on a real GPU (CuPy works and the backend is cuda)."""
-    return device.is_cuda() and device.cupy_works()
+on_gpu = device.on_gpu  # moved: device
 
 
 def model_gpu(gpu=None) -> specs.GPUSpec:
-    """The GPU the models describe: the active GPU on a CUDA machine, else ``gpu`` or DEFAULT_GPU."""
-    if device.is_cuda():
-        return specs.for_active_device()
-    return specs.lookup(gpu or DEFAULT_GPU)
+    """The GPU the models describe (``specs.model_gpu``): ``gpu`` when given, else the active
+    GPU on a CUDA machine, else DEFAULT_GPU."""
+    return specs.model_gpu(gpu, fallback=DEFAULT_GPU)
 
 
 def _references(key: str, *required: str) -> list[dict]:
@@ -349,7 +347,7 @@ def tail_effect(gpu, block_size: int, blocks_per_sm: int | None = None, max_wave
 
 DIVERGENCE_VERSIONS = ("divergence_v1_odd_even_lanes", "divergence_v2_per_warp",
                        "divergence_v3_branch_free")
-_COEF = {0: (0.75, 0.25), 1: (-0.5, 1.0)}
+_COEF = dict(enumerate(_BRANCH_COEFS))  # moved: kernels.divergence
 
 
 def divergence_reference(x: np.ndarray, k: int) -> np.ndarray:

@@ -16,9 +16,9 @@ import time
 
 import numpy as np
 
-from .. import bench, check, device, models, reference, specs
+from .. import bench, check, device, models, precision, reference, specs
 from ..display import Note, Table
-from ..errors import LaunchError, PrecisionError, fraction, whole_number
+from ..errors import LaunchError, fraction, whole_number
 from ..models import ceil_div
 
 SECTION = "ch5"
@@ -28,9 +28,7 @@ DEFAULT_GPU = specs.DEFAULT_GPU
 
 # --------------------------------------------------------------------------- helpers
 
-def on_gpu() -> bool:
-    """True when CUDA C kernels run on a real GPU (the backend is cuda and CuPy works)."""
-    return device.is_cuda() and device.cupy_works()
+on_gpu = device.on_gpu  # moved: device
 
 
 def torch_on_gpu() -> bool:
@@ -39,12 +37,9 @@ def torch_on_gpu() -> bool:
 
 
 def target_gpu(gpu=None) -> specs.GPUSpec:
-    """The GPU the models describe: the given one, the active GPU, or DEFAULT_GPU."""
-    if gpu is not None:
-        return specs.lookup(gpu)
-    if device.is_cuda():
-        return specs.for_active_device()
-    return specs.lookup(DEFAULT_GPU)
+    """The GPU the models describe (``specs.model_gpu``): the given one, the active GPU, or
+    DEFAULT_GPU."""
+    return specs.model_gpu(gpu, fallback=DEFAULT_GPU)
 
 
 def reference_for(*keys: str) -> list[dict]:
@@ -66,8 +61,7 @@ def _torch():
     return torch
 
 
-def _sync() -> None:
-    device.synchronize()
+_sync = device.synchronize  # moved: device
 
 
 def kernel_source(name: str, file: str = "matmul"):
@@ -124,52 +118,9 @@ def peak_table(gpu=None) -> Table:
                             caption=f"{spec.name}, datasheet ({spec.source})")
 
 
-# On a shared machine a multi-threaded CPU timing jumps by whole scheduler time slices
-# whenever one of its threads is preempted (the others wait at the next barrier), which
-# makes ratios meaningless. CPU work is therefore timed on one thread: GFLOP/s per core.
-CPU_THREADS = 1
-
-
-def _openblas():
-    """NumPy's OpenBLAS (to set its thread count), or None if it cannot be found."""
-    import ctypes
-
-    try:
-        with open("/proc/self/maps") as f:
-            paths = {line.split()[-1] for line in f if "openblas" in line.lower()}
-    except OSError:
-        return None
-    for path in sorted(paths):
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for suffix in ("64_", ""):
-            for prefix in ("scipy_openblas", "openblas"):
-                setter = getattr(lib, f"{prefix}_set_num_threads{suffix}", None)
-                getter = getattr(lib, f"{prefix}_get_num_threads{suffix}", None)
-                if setter is not None and getter is not None:
-                    return setter, getter
-    return None
-
-
-@contextlib.contextmanager
-def cpu_threads(n: int | None = None):
-    """Run PyTorch and NumPy's BLAS on ``n`` threads (default CPU_THREADS), then restore."""
-    n = CPU_THREADS if n is None else n
-    torch = _torch()
-    old = torch.get_num_threads()
-    blas = _openblas()
-    old_blas = blas[1]() if blas else None
-    torch.set_num_threads(n)
-    if blas:
-        blas[0](n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
-        if blas:
-            blas[0](old_blas)
+CPU_THREADS = bench.CPU_THREADS  # moved: bench
+_openblas = bench.openblas  # moved: bench
+cpu_threads = bench.cpu_threads  # moved: bench
 
 
 def _threads_for(backend: str):
@@ -988,9 +939,8 @@ def fusion_table(result: dict) -> Table:
 
 # =========================================================================== 5. tensor cores
 
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
-# Unit roundoff of each format's inputs (TF32 keeps 10 of float32's 23 fraction bits).
-UNIT_ROUNDOFF = {"fp32": 2.0 ** -24, "tf32": 2.0 ** -11, "fp16": 2.0 ** -11, "bf16": 2.0 ** -8}
+PRECISIONS = precision.MATMUL  # moved: precision
+UNIT_ROUNDOFF = precision.UNIT_ROUNDOFF  # moved: precision
 
 
 def precision_error_bound(precision: str, A: np.ndarray, B: np.ndarray) -> float:
@@ -1028,34 +978,16 @@ def _fp32_reductions():
 
 
 def precision_availability() -> dict[str, str | None]:
-    """Each precision mapped to None (it runs here) or the reason it does not."""
-    if torch_on_gpu():
-        cc = device.describe().compute_capability or (0, 0)
-        tensor = cc >= (7, 0)
-        amp = cc >= (8, 0)
-        s = "%d.%d" % cc
-        return {"fp32": None,
-                "tf32": None if amp else f"TF32 tensor cores need compute capability 8.0 (Ampere) or newer; this GPU is {s}",
-                "fp16": None if tensor else f"FP16 tensor cores need compute capability 7.0 or newer; this GPU is {s}",
-                "bf16": None if amp else f"BF16 needs compute capability 8.0 (Ampere) or newer; this GPU is {s}"}
-    return {"fp32": None,
-            "tf32": "TF32 is a mode of NVIDIA tensor cores (compute capability 8.0+); this CPU has none",
-            "fp16": None, "bf16": None}
+    """Each precision mapped to None (it runs here) or the reason it does not
+    (``precision.availability``)."""
+    return precision.availability(precisions=PRECISIONS)
 
 
-def _torch_dtype(precision: str):
-    torch = _torch()
-    return {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
-            "bf16": torch.bfloat16}[precision]
+_torch_dtype = precision.torch_dtype  # moved: precision
 
 
-def _require_precision(precision: str) -> None:
-    avail = precision_availability()
-    if precision not in avail:
-        raise PrecisionError(f"{precision!r} is not one of {', '.join(PRECISIONS)}; pick one of those.")
-    if avail[precision]:
-        raise PrecisionError(f"{precision} does not run here: {avail[precision]}. Pick fp32, or "
-                             "look at the model and the reference data for this precision.")
+def _require_precision(name: str) -> None:
+    precision.require(name, PRECISIONS)  # moved: precision
 
 
 def check_precision_matmul(precision: str, k: int = 256, seed: int = 0) -> float:
@@ -1105,7 +1037,7 @@ def precision_model(gpu=None, sizes=tuple(2 ** k for k in range(7, 15))) -> dict
     nanoseconds.
     """
     spec = target_gpu(gpu)
-    itemsize = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2}
+    itemsize = precision.BYTES
     out = {"gpu": spec.name, "sizes": list(sizes), "tflops": {}, "peak_tflops": {},
            "bandwidth_GBps": spec.memory_bandwidth_GBps, "is_model": True}
     for p in PRECISIONS:

@@ -30,17 +30,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .. import bench, check, device, models, reference, specs
+from .. import bench, check, device, models, precision, reference, specs
 from ..display import Table
-from ..check.ch6 import Int8GemmProbe, ReferenceScaler, int8_gemm_probe, int8_mm
 from ..errors import PrecisionError, whole_number
+from ..precision import (AMP_LOSS_RTOL, DynamicLossScaler, Int8GemmProbe,  # moved: precision
+                         bf16_emulated_reason, int8_gemm_probe, int8_mm)
 
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "int8")
-DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
-          "bf16": torch.bfloat16}
-# CPU timings use one thread: on a shared or small machine, several threads per process
-# make the timings swing by 10x; one thread gives stable ratios. GPU runs are unaffected.
-CPU_THREADS = 1
+PRECISIONS = precision.INFERENCE  # moved: precision
+DTYPES = {p: precision.torch_dtype(p) for p in precision.MATMUL}  # moved: precision
+CPU_THREADS = bench.CPU_THREADS  # moved: bench
 # "with scaling, FP16 training matches FP32": the largest relative gap between the two loss
 # curves, step by step, that we accept. One FP16 forward pass moves the loss by up to about
 # 2 x 4 layers x 2 x 2^-11 = 8e-3 (as for AMP_LOSS_RTOL: an input and an output rounding per
@@ -57,21 +55,8 @@ def torch_device() -> str:
     return device.torch_device()
 
 
-@contextlib.contextmanager
-def cpu_threads(n: int | None = CPU_THREADS):
-    """Run torch CPU work on ``n`` threads inside the block (restored afterwards)."""
-    before = torch.get_num_threads()
-    if n:
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-def _sync(dev: str) -> None:
-    if dev == "cuda":
-        torch.cuda.synchronize()
+cpu_threads = bench.cpu_threads  # moved: bench
+_sync = device.synchronize  # moved: device
 
 
 def _bench(fn, label: str, dev: str, min_time_s: float, **kw) -> bench.Timing:
@@ -661,16 +646,6 @@ def scaled_gradients(master, xb, yb, s: ScalingSetup, dtype=torch.float16, scale
     return float(loss.detach()), [p.grad for p in params]
 
 
-class DynamicLossScaler(ReferenceScaler):
-    """The dynamic loss scaling of ``torch.amp.GradScaler``, written out for the lesson.
-
-    Multiply the loss by ``scale``; after backward, unscale the gradients in FP32. If any is
-    inf or NaN, skip the step and multiply the scale by ``backoff_factor``; after
-    ``growth_interval`` clean steps in a row, multiply it by ``growth_factor``. The rule is
-    the lab checker's reference (``gpucourse.check.ch6.ReferenceScaler``), so the two agree.
-    """
-
-
 @dataclass
 class TrainingRun:
     """Per-step record of one training run."""
@@ -941,19 +916,6 @@ def _saved_bytes(fn, params=()) -> tuple[int, torch.Tensor]:
     return sum(seen.values()), out
 
 
-#: Relative gap allowed between one forward pass's loss under a precision and FP32's, same
-#: weights. The loss is a mean of squares: a relative change r of its residuals (output -
-#: target) changes it by at most 2r + r^2 (Cauchy-Schwarz). Autocast rounds about three values
-#: on the way through each block (a matmul's input, its output, the GELU) to within u of
-#: themselves (u = 2^-8 for BF16, 2^-11 for FP16; TF32 rounds the two matmuls' inputs only,
-#: to 2^-11); a matmul sums such errors with random signs instead of lining them up, and the
-#: residuals are larger than the blocks' outputs (the target is independent noise), so to
-#: first order r < 2 blocks x 3 x u, and the limits are 2r + r^2 rounded up. FP32 repeats the
-#: reference's own kernels on the same data (a gap of 0); 1e-5 is room for a library that
-#: picks another kernel the second time. Measured on the CPU: BF16 2.6e-6, FP16 5.7e-7.
-AMP_LOSS_RTOL = {"fp32": 1e-5, "tf32": 5e-3, "fp16": 6e-3, "bf16": 5e-2}
-
-
 def amp_training(precisions=("fp32", "bf16", "fp16"), tokens: int | None = None,
                  d: int | None = None, blocks: int | None = None, min_time_s: float = 0.2,
                  dev: str | None = None) -> dict:
@@ -1149,48 +1111,18 @@ def cpu_low_precision_support() -> dict:
             "sentence": f"PyTorch uses this CPU's {cap} code path; {s_bf16}; {s_fp16}."}
 
 
-def _int_mm_works(dev: str) -> str | None:
-    """None when torch._int_mm runs on ``dev``, else the reason."""
-    if not hasattr(torch, "_int_mm"):
-        return "this PyTorch has no INT8 matrix multiply (torch._int_mm); update PyTorch"
-    try:
-        a = torch.ones(32, 32, dtype=torch.int8, device=dev)
-        torch._int_mm(a, a.t())
-        _sync(dev)
-        return None
-    except Exception as exc:  # noqa: BLE001 - any failure means "not here", with the reason
-        return f"torch._int_mm fails on this device ({type(exc).__name__}: {str(exc)[:80]})"
+_int_mm_works = precision.int8_runs  # moved: precision
 
 
-@functools.lru_cache(maxsize=4)
 def precision_availability(dev: str | None = None) -> dict[str, str | None]:
-    """Each precision mapped to None (usable here) or the reason it is not."""
-    dev = dev or torch_device()
-    if dev != "cuda":
-        return {"fp32": None,
-                "tf32": "TF32 is a tensor-core mode of NVIDIA GPUs (compute capability 8.0+); "
-                        "a CPU has no TF32 unit",
-                "fp16": None, "bf16": None, "int8": _int_mm_works("cpu")}
-    cc = torch.cuda.get_device_capability()
-    ccs = "%d.%d" % cc
-    return {"fp32": None,
-            "tf32": None if cc >= (8, 0) else f"TF32 tensor cores need compute capability 8.0+ "
-                                              f"and this GPU is {ccs}",
-            "fp16": None if cc >= (5, 3) else f"FP16 arithmetic needs compute capability 5.3+ "
-                                              f"and this GPU is {ccs}",
-            "bf16": None if cc >= (8, 0) else bf16_emulated_reason(cc),
-            "int8": _int_mm_works("cuda")}
-
-
-def bf16_emulated_reason(cc) -> str:
-    ccs = "%d.%d" % tuple(cc)
-    return (f"PyTorch reports BF16 as supported on compute capability {ccs}, but there are no BF16 "
-            "tensor cores before 8.0: it is emulated and slower than FP16")
+    """Each precision mapped to None (usable here) or the reason it is not
+    (``precision.availability``)."""
+    return precision.availability(dev, PRECISIONS)
 
 
 def bf16_is_native(cc) -> bool:
     """True when a GPU of this compute capability has BF16 tensor cores (8.0 and newer)."""
-    return specs.parse_cc(cc) >= (8, 0)
+    return precision.bf16_is_native(specs.parse_cc(cc))
 
 
 # --------------------------------------------------------------------------- precision widget
@@ -1461,10 +1393,8 @@ def int8_gemm(m: int = 8192, k: int = 8192, n: int = 8192, min_time_s: float = 0
     return out
 
 
-#: Relative error (Frobenius norm) allowed for a product whose OUTPUT is rounded to the type:
-#: about ten units of its last place (2^-11 for FP16, 2^-8 for BF16), room for the reduced-
-#: precision split-K sums cuBLAS may use. A wrong product is off by about 1.4.
-LOW_PRECISION_MATMUL_RTOL = {torch.float16: 5e-3, torch.bfloat16: 3e-2}
+LOW_PRECISION_MATMUL_RTOL = {DTYPES[p]: rtol for p, rtol in  # moved: precision
+                             precision.LOW_PRECISION_MATMUL_RTOL.items()}
 
 
 def check_square_matmul(a: torch.Tensor, name: str, product=torch.matmul) -> float:

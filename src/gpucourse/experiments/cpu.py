@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .. import bench, check, models
+from .. import bench, check, precision
 
 #: Float32 terms per BLAS dot in ``dot_on_every_core``: its longest float32 accumulation. The
 #: rounding bound is then gamma_16384 = 9.8e-4 of sum|a*b| in any order, where one float32 dot
@@ -60,8 +60,8 @@ def dot_error_bound(a: np.ndarray, b: np.ndarray) -> float:
     """
     scale = float(np.dot(np.abs(a).astype(np.float64), np.abs(b).astype(np.float64)))
     depth = max(1, min(a.size, DOT_BLOCK))
-    return (models.sum_error_bound(depth, scale, terms=a.size)
-            + models.gamma(a.size, models.U64) * scale)
+    return (precision.sum_error_bound(depth, scale, terms=a.size)
+            + precision.gamma(a.size, precision.U64) * scale)
 
 
 def dot_on_every_core(a: np.ndarray, b: np.ndarray | None = None, **timing) -> bench.Timing:
