@@ -10,26 +10,18 @@ import importlib
 __version__ = "0.1.0"
 
 _SUBMODULES = ("device", "errors", "bench", "check", "specs", "models", "kernels", "emulator",
-               "experiments", "plot", "widgets", "reference", "profiler")
+               "experiments", "plot", "widgets", "reference", "profiler", "precision")
+# Functions a notebook calls as gc.<name>, by the submodule that holds them.
+_FUNCTIONS = {"banner": "device", "benchmark": "bench", "profile": "profiler"}
 
 
 def __getattr__(name):
     if name in _SUBMODULES:
         return importlib.import_module(f".{name}", __name__)
-    if name == "banner":
-        from .device import banner
-
-        return banner
-    if name == "benchmark":
-        from .bench import benchmark
-
-        return benchmark
-    if name == "profile":
-        from .profiler import profile
-
-        return profile
+    if name in _FUNCTIONS:
+        return getattr(importlib.import_module(f".{_FUNCTIONS[name]}", __name__), name)
     raise AttributeError(f"module 'gpucourse' has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted(list(globals()) + list(_SUBMODULES) + ["banner", "benchmark", "profile"])
+    return sorted(list(globals()) + list(_SUBMODULES) + list(_FUNCTIONS))

@@ -16,11 +16,11 @@ def main(argv=None) -> int:
     run.add_argument("--out", default="results", help="output folder (default: results)")
     args = parser.parse_args(argv)
     if args.command == "doctor":
-        from .doctor import main as doctor_main
+        from .doctor import main as doctor_main  # lazy: doctor must run where `run`'s imports fail
 
         return doctor_main()
-    from .errors import CourseError
-    from .runner import main as run_main
+    from .errors import CourseError  # lazy, as doctor: argparse's --help needs no package
+    from .runner import main as run_main  # lazy: it loads every chapter
 
     try:
         return run_main(chapters=args.chapter, out=args.out)

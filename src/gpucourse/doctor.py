@@ -49,8 +49,9 @@ def _nvidia_smi() -> str | None:
 
 def _cxx_compiler() -> Finding:
     # Ask the emulator, so that doctor reports the compiler it will really use ($CXX first).
-    from .emulator.build import compiler
-    from .errors import DeviceError
+    # Lazy, as every import of the package here: doctor must run to say what is missing.
+    from .emulator.build import compiler  # lazy: see above
+    from .errors import DeviceError  # lazy: see above
 
     try:
         exe, identity = compiler(fresh=True)
@@ -79,7 +80,7 @@ def findings() -> list[Finding]:
                        "" if lab_version else "`make lab` installs it (or pip install jupyterlab)"))
     out.append(_cxx_compiler())
 
-    from . import device
+    from . import device  # lazy: it needs NumPy, which the checks above report on
 
     smi = _nvidia_smi()
     torch_cuda = device.torch_cuda_works()
@@ -95,7 +96,7 @@ def findings() -> list[Finding]:
                            "install a CUDA build of torch, e.g. `pip install torch "
                            "--index-url https://download.pytorch.org/whl/cu128`"))
     elif torch_cuda:
-        import torch
+        import torch  # heavy and optional: only where PyTorch has CUDA
 
         out.append(Finding(OK, "torch CUDA", f"CUDA {torch.version.cuda}, "
                            f"{torch.cuda.get_device_name(0)}"))
@@ -105,7 +106,7 @@ def findings() -> list[Finding]:
         detail = f"cupy {cupy_version} cannot use the GPU" if cupy_version else "cupy not installed"
         out.append(Finding(WARN, "cupy", detail + "; kernels fall back to the emulator", fix))
     elif cupy_ok:
-        import cupy as cp
+        import cupy as cp  # optional: only where CuPy works
 
         rt = cp.cuda.runtime.runtimeGetVersion()
         out.append(Finding(OK, "cupy", f"{cupy_version}, CUDA runtime {rt // 1000}.{rt % 1000 // 10}"))
@@ -122,7 +123,7 @@ def findings() -> list[Finding]:
 def _reference_files(folder=None) -> list[Finding]:
     """One warning per reference file that figures leave out, naming it and why; none when all
     are fine (a warning: the course runs without them)."""
-    from . import reference
+    from . import reference  # lazy: see _cxx_compiler
 
     folder = reference.FOLDER if folder is None else folder
     return [Finding(WARN, "reference data", problem,

@@ -75,7 +75,7 @@ def available_chapters() -> list[int]:
 def run(chapters=None, out="results", quick: bool = True, stream=sys.stderr) -> dict:
     """Run the chapters, write the report into ``out``, return the report dict."""
     out = prepare_output(out)
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # lazy: only a run shows progress bars
 
     todo = chapters or available_chapters()
     info = device.describe()

@@ -13,10 +13,16 @@ import io
 import re
 
 import matplotlib
+import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.text import Text
+from matplotlib.ticker import FixedFormatter, FuncFormatter
+from matplotlib.transforms import ScaledTranslation
 
 from .. import device as _device
+from .. import specs
 from ..bench import Timing
+from ..errors import SpecError
 
 MEASURED = "#1f77b4"
 OPTIMIZED = "#2ca02c"
@@ -54,7 +60,7 @@ def _register_notebook_display() -> None:
     course registers the PNG formatter itself.
     """
     try:
-        from IPython import get_ipython
+        from IPython import get_ipython  # optional: figures are also drawn outside IPython
     except ImportError:
         return
     ip = get_ipython()
@@ -71,9 +77,6 @@ def literal_text(fig: Figure) -> None:
     figure from drawing. Titles, labels, legends and notes get math text turned off; tick
     labels the course set (FixedFormatter) get their ``$`` escaped; tick labels that matplotlib
     formats itself (log axes, offsets) keep their math."""
-    from matplotlib.text import Text
-    from matplotlib.ticker import FixedFormatter, FuncFormatter
-
     texts = fig.findobj(Text)  # first: it makes the ticks the axes will draw
     own = set()  # tick labels and offsets: made by matplotlib's formatters, which may use math
     for ax in fig.axes:
@@ -133,8 +136,6 @@ def device_label(device: str | None = None) -> str:
 def legend_below(ax, ncols: int = 1, gap_pt: float = 30, **kwargs) -> None:
     """The axis's legend under its x label (``gap_pt`` below the axis), off the data; the
     constrained layout makes room for it."""
-    from matplotlib.transforms import ScaledTranslation
-
     below = ax.transAxes + ScaledTranslation(0, -gap_pt / 72, ax.figure.dpi_scale_trans)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0), bbox_transform=below, ncols=ncols,
               **kwargs)
@@ -143,9 +144,6 @@ def legend_below(ax, ncols: int = 1, gap_pt: float = 30, **kwargs) -> None:
 def same_gpu(a: str | None, b: str | None) -> bool | None:
     """Whether two GPU names ("NVIDIA H200", "H200") are one row of the spec table; None when
     either is not in it, so a caller can keep data it cannot place."""
-    from .. import specs
-    from ..errors import SpecError
-
     try:
         return specs.lookup(a).key == specs.lookup(b).key
     except SpecError:  # an unknown or missing name
@@ -286,8 +284,6 @@ def roofline(points: Iterable[tuple[str, float, float]], peak_flops: float, band
     ``peak_flops`` in FLOP/s and ``bandwidth`` in bytes/s draw the two ceilings; set
     ``is_model`` when the points are predictions rather than measurements.
     """
-    import numpy as np
-
     if ax is None:
         fig, ax = new_figure()
     else:
