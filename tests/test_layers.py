@@ -7,8 +7,10 @@ here keeps the two in step.
 from __future__ import annotations
 
 import ast
+import io
 import pathlib
 import re
+import tokenize
 from dataclasses import dataclass
 
 import pytest
@@ -72,9 +74,6 @@ def _is_module(name: str, root: pathlib.Path, package: str) -> bool:
 
 def _comment_lines(text: str) -> set[int]:
     """Line numbers that hold a comment (a `#` outside strings)."""
-    import io
-    import tokenize
-
     out = set()
     for tok in tokenize.generate_tokens(io.StringIO(text).readline):
         if tok.type == tokenize.COMMENT:

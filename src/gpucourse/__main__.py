@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .errors import CourseError
+
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gpucourse",
@@ -19,7 +21,6 @@ def main(argv=None) -> int:
         from .doctor import main as doctor_main  # lazy: doctor must run where `run`'s imports fail
 
         return doctor_main()
-    from .errors import CourseError  # lazy, as doctor: argparse's --help needs no package
     from .runner import main as run_main  # lazy: it loads every chapter
 
     try:
