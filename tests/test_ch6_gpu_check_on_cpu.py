@@ -7,6 +7,7 @@ import pytest
 from fakecuda.testing import (assert_jsonable, assert_threshold, finite, thresholds_printed,
                               with_arguments)
 from gpucourse.experiments import ch6
+from gpucourse.experiments.ch6 import headless
 
 # gpu_check's GPU-sized calls, made small for the CPU (bf16 matmuls are slow on AVX2 cores)
 SMALL = {"int8_inference": {"batch": 64, "hidden": 64}, "int8_gemm": {"m": 64, "k": 64, "n": 64},
@@ -21,7 +22,7 @@ def result():
     calls = {name: [] for name in TIMED}
     try:
         for name in TIMED:
-            with_arguments(mp, ch6, name, calls[name], **SMALL.get(name, {}), min_time_s=0.01)
+            with_arguments(mp, headless, name, calls[name], **SMALL.get(name, {}), min_time_s=0.01)
         out = ch6.gpu_check(dev="cpu")
         yield out, [(name, kw.get("dev")) for name, kws in calls.items() for kw in kws]
     finally:

@@ -8,6 +8,7 @@ pytestmark = [pytest.mark.gpu,
 
 from gpucourse.check import ch6 as c6  # noqa: E402
 from gpucourse.experiments import ch6  # noqa: E402
+from gpucourse.experiments.ch6 import int8  # noqa: E402
 
 CC = torch.cuda.get_device_capability() if torch.cuda.is_available() else (0, 0)
 
@@ -29,7 +30,7 @@ def test_int8_linear_on_gpu_matches_fp32():
         with torch.no_grad():
             ref = lin(x)
             for mode in ("dynamic", "weight-only"):
-                err = float((ch6.Int8Linear(lin, mode)(x) - ref).norm() / ref.norm())
+                err = float((int8.Int8Linear(lin, mode)(x) - ref).norm() / ref.norm())
                 assert err < 0.03, (rows, fin, fout, mode, err)
 
 

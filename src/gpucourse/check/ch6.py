@@ -19,9 +19,8 @@ from types import MappingProxyType
 
 import numpy as np
 
-from .. import models, specs
+from .. import models, precision, specs
 from ..device import to_host
-from ..precision import DynamicLossScaler, int8_gemm_probe, int8_mm  # moved: precision
 from .lab import (Exercise, answer_error, callable_answer, number_answer, text_answer,
                   tuple_answer, whole_answer)
 
@@ -144,7 +143,7 @@ def check_quantize(quantize, number: str = "6.1",
 
 # --------------------------------------------------------------------------- 6.2 dynamic loss scaler
 
-class ReferenceScaler(DynamicLossScaler):
+class ReferenceScaler(precision.DynamicLossScaler):
     """The dynamic loss scaling rule of torch.amp.GradScaler (``precision.DynamicLossScaler``),
     under the name the checker and its tests give the reference."""
 
@@ -263,7 +262,7 @@ def _scaler_hint(script, step: int) -> str:
 
 # --------------------------------------------------------------------------- 6.3 choose a precision
 
-# The course's rule, shared with the notebook (experiments.ch6.training_precision).
+# The course's rule, shared with the notebook (experiments.ch6.gpu_choice.training_precision).
 _expected_choice = models.training_precision
 
 
@@ -366,7 +365,7 @@ def reference_training_bytes(params: int, activations: int, dtype: str, optimize
 
 def _int_mm_sentence(dev: str = "cpu") -> str | None:
     """One sentence for a learner when this device's ``torch._int_mm`` is wrong, else None."""
-    probe = int8_gemm_probe(dev)
+    probe = precision.int8_gemm_probe(dev)
     if probe.status != "wrong":
         return None
     return (f"torch._int_mm is wrong on this {dev.upper()} ({probe.wrong} of {probe.total} sums "
@@ -546,8 +545,8 @@ def _check_exact_int32_sums(fn) -> None:
 
 
 def reference_int8_matmul(a, b):
-    """The reference answer of 6.5 (used by the tests): INT32 sums by :func:`int8_mm`, exact
-    on every device."""
+    """The reference answer of 6.5 (used by the tests): INT32 sums by ``precision.int8_mm``,
+    exact on every device."""
     qa, sa, qb, sb = _ref_quantized_torch(a, b)
-    return int8_mm(qa, qb).float() * sa * sb
+    return precision.int8_mm(qa, qb).float() * sa * sb
 

@@ -1,17 +1,22 @@
-"""Chapter 6 lab checkers: each accepts the reference answer and rejects plausible wrong ones."""
+"""Chapter 6 lab checkers: each accepts the reference answer and rejects plausible wrong ones,
+also where ``torch._int_mm`` saturates 16-bit sums (``ch6_support.saturating_int_mm``), and
+answers a wrong-typed answer in one sentence."""
+import numpy as np
 import pytest
 import torch
 
-from gpucourse import specs
+from ch6_support import exact_int_mm, saturating_int_mm
+from gpucourse import precision, specs
 from gpucourse.check import ch6 as c6
 from gpucourse.check import expect_failure
-from gpucourse.experiments import ch6
+from gpucourse.experiments.ch6 import int8
+from gpucourse.experiments.ch6.gpu_choice import training_precision
 
 # --------------------------------------------------------------------------- 6.1
 
 
 def test_quantize_accepts_reference(capsys):
-    c6.check_quantize(ch6.quantize_per_channel)
+    c6.check_quantize(int8.quantize_per_channel)
     assert "Exercise 6.1 passed" in capsys.readouterr().out
 
 
@@ -50,7 +55,7 @@ def _per_column(w):
 
 
 def _float_q(w):
-    q, s = ch6.quantize_per_channel(w)
+    q, s = int8.quantize_per_channel(w)
     return q.float(), s
 
 
@@ -62,6 +67,29 @@ def _float_q(w):
 def test_quantize_rejects_wrong_answers(wrong, match):
     with expect_failure(match):
         c6.check_quantize(wrong)
+
+
+def test_lab_6_1_accepts_a_reciprocal_scale_next_to_a_half_step(monkeypatch, capsys):
+    """w * (127 / max|w|) rounds three times; for this value it lands below the half step that
+    w / (max|w| / 127) lands above, 1.000024 half steps from w, which a bound of 1 + 1e-5 rejected."""
+    real = c6.weights_with_outliers
+
+    def with_a_tie(rows, cols, seed=0, **kw):
+        w = real(rows, cols, seed=seed, **kw)
+        if cols >= 2:
+            w[0] = 0.01
+            w[0, 0], w[0, 1] = 1.7282496690750122, 1.6942291259765625
+        return w
+
+    def reciprocal(w):
+        amax = w.abs().amax(dim=1, keepdim=True)
+        safe = torch.where(amax > 0, amax, torch.ones_like(amax))
+        q = torch.round(w * (127 / safe)).clamp(-127, 127).to(torch.int8)
+        return q, (torch.where(amax > 0, amax / 127, torch.ones_like(amax))).squeeze(1)
+
+    monkeypatch.setattr(c6, "weights_with_outliers", with_a_tie)
+    c6.check_quantize(reciprocal)
+    assert "Exercise 6.1 passed" in capsys.readouterr().out
 
 
 # --------------------------------------------------------------------------- 6.2
@@ -156,9 +184,7 @@ def test_reference_scaler_follows_torch_gradscaler():
 
 
 def test_experiment_scaler_matches_the_checker():
-    from gpucourse.experiments.ch6 import DynamicLossScaler
-
-    c6.check_loss_scaler(DynamicLossScaler)
+    c6.check_loss_scaler(precision.DynamicLossScaler)
 
 
 # --------------------------------------------------------------------------- 6.3
@@ -184,8 +210,6 @@ def test_choose_precision_rejects_wrong_answers(wrong, match):
 
 
 def test_experiment_choice_matches_the_checker():
-    from gpucourse.experiments.ch6 import training_precision
-
     for g in specs.all_gpus():
         assert training_precision(g.key) == c6._expected_choice(g)
 
@@ -308,3 +332,155 @@ def test_int8_matmul_accepts_exact_fp64_sums_and_an_fp64_result(capsys):
 def test_int8_matmul_rejects_wrong_answers(wrong, match):
     with expect_failure(match):
         c6.check_int8_matmul(wrong)
+
+
+@pytest.fixture
+def saturating(monkeypatch):
+    monkeypatch.setattr(torch, "_int_mm", saturating_int_mm)
+    return saturating_int_mm
+
+
+def test_lab_reference_answer_passes_with_a_saturating_int_mm(saturating, capsys):
+    c6.check_int8_matmul(c6.reference_int8_matmul)
+    assert "Exercise 6.5 passed" in capsys.readouterr().out
+
+
+def _with_int_mm(a, b):
+    """A right answer that multiplies with torch._int_mm."""
+    sa = a.abs().amax(dim=1, keepdim=True) / 127
+    sb = b.abs().amax(dim=0, keepdim=True) / 127
+    sa = torch.where(sa > 0, sa, torch.ones_like(sa))
+    sb = torch.where(sb > 0, sb, torch.ones_like(sb))
+    qa = torch.round(a / sa).clamp(-127, 127).to(torch.int8)
+    qb = torch.round(b / sb).clamp(-127, 127).to(torch.int8)
+    return torch._int_mm(qa, qb).float() * sa * sb
+
+
+def test_a_right_answer_on_a_cpu_whose_int_mm_is_wrong_hears_it_is_the_cpu(saturating):
+    with expect_failure("your scales and quantization are right, but torch._int_mm is wrong "
+                        "on this CPU"):
+        c6.check_int8_matmul(_with_int_mm)
+    with pytest.raises(AssertionError) as e:
+        c6.check_int8_matmul(_with_int_mm)
+    assert "per ROW" not in str(e.value) and "qa.to(torch.int32) @ qb.to(torch.int32)" in str(e.value)
+
+
+def test_a_wrong_answer_on_such_a_cpu_hears_both(saturating):
+    def one_scale(a, b):
+        return _with_int_mm(a, b) / (b.abs().amax(dim=0, keepdim=True) / 127)
+
+    with expect_failure("both scales"):
+        c6.check_int8_matmul(one_scale)
+    with pytest.raises(AssertionError, match="Also: torch._int_mm is wrong on this CPU"):
+        c6.check_int8_matmul(one_scale)
+
+
+def test_a_right_answer_that_calls_int_mm_passes_where_it_is_exact(monkeypatch, capsys):
+    monkeypatch.setattr(torch, "_int_mm", exact_int_mm)
+    c6.check_int8_matmul(_with_int_mm)
+    assert "Exercise 6.5 passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("seed", [24, 54])
+def test_lab_6_5_accepts_fp32_rounding_next_to_a_half_step(monkeypatch, seed, capsys):
+    """On these inputs x / scale lies within FP32 rounding of a half step in a large entry's row:
+    the reference answer (FP32 quantization) rounds it the other way from the FP64 reference,
+    1.3e-4 and 1.3e-3 of the largest entry away, which a bound of 1e-4 of it rejected."""
+    m, k, n = c6.GEMM_SHAPES[1]
+    a, b = c6._gemm_inputs(1, m, k, n, seed=seed)
+    want, _ = c6._ref_int8_matmul(a.numpy(), b.numpy())
+    got = c6.reference_int8_matmul(a, b).double().numpy()
+    assert np.abs(got - want).max() / np.abs(want).max() > 1e-4
+    monkeypatch.setattr(c6, "GEMM_SEED", seed)
+    c6.check_int8_matmul(c6.reference_int8_matmul)
+    assert "Exercise 6.5 passed" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------- one home
+
+
+def test_the_checkers_keep_no_copy_of_precisions_int8_product():
+    """The INT8 probe and product have one home, ``precision``; the checker's reference scaler
+    keeps its name (the tests subclass it) as a subclass of the one rule."""
+    assert not hasattr(c6, "int8_gemm_probe") and not hasattr(c6, "int8_mm")
+    assert issubclass(c6.ReferenceScaler, precision.DynamicLossScaler)
+
+
+# --------------------------------------------------------------------------- wrong-typed answers
+
+CHECKERS = {"6.1": c6.check_quantize, "6.2": c6.check_loss_scaler,
+            "6.3": c6.check_choose_precision, "6.4": c6.check_training_bytes,
+            "6.5": c6.check_int8_matmul}
+PASSED = {"a string": ("quantize", "the text 'quantize'"), "a list": ([1, 2], "a list [1, 2]"),
+          "None": (None, "None")}
+
+
+def _one_sentence(err: AssertionError, number: str, names: str) -> None:
+    head, _, body = str(err).partition("\n")
+    assert head.startswith(f"Exercise {number} (") and head.endswith("not yet right:")
+    # one sentence; a function that returned None is also asked whether it ends with `return`
+    assert "\n" not in body and body.endswith((".", "?")) and names in body, body
+    assert "Traceback" not in body
+
+
+@pytest.mark.parametrize("number", list(CHECKERS))
+@pytest.mark.parametrize("kind", list(PASSED))
+def test_a_wrong_typed_answer_passed_to_a_checker_is_one_sentence(number, kind):
+    value, named = PASSED[kind]
+    with pytest.raises(AssertionError) as e:
+        CHECKERS[number](value)
+    _one_sentence(e.value, number, named)
+
+
+def test_a_function_where_the_scaler_class_is_expected_is_one_sentence():
+    def unscale(scaler, grads):
+        return grads, False
+
+    with pytest.raises(AssertionError) as e:
+        c6.check_loss_scaler(unscale)
+    _one_sentence(e.value, "6.2", "the function unscale")
+    with pytest.raises(AssertionError) as e:  # an instance, not the class
+        c6.check_loss_scaler(c6.ReferenceScaler())
+    _one_sentence(e.value, "6.2", "a ReferenceScaler")
+
+
+RETURNED = {"a string": ("fp16", "the text 'fp16'"), "a list": ([1.0, 2.0, 3.0], "a list [1.0, 2.0, 3.0]"),
+            "a function": (len, "the function len"), "None": (None, "None")}
+
+
+@pytest.mark.parametrize("number", ["6.1", "6.3", "6.4", "6.5"])
+@pytest.mark.parametrize("kind", list(RETURNED))
+def test_a_function_that_returns_the_wrong_type_is_one_sentence(number, kind):
+    value, named = RETURNED[kind]
+    with pytest.raises(AssertionError) as e:
+        CHECKERS[number](lambda *args: value)
+    _one_sentence(e.value, number, named)
+
+
+@pytest.mark.parametrize("kind", list(RETURNED))
+def test_wrong_types_inside_a_two_part_answer_are_one_sentence(kind):
+    value, named = RETURNED[kind]
+    cases = {"6.1": lambda w: (value, torch.ones(w.shape[0])),
+             "6.3": lambda gpu: ("bf16", value)}
+    for number, fn in cases.items():
+        with pytest.raises(AssertionError) as e:
+            CHECKERS[number](fn)
+        _one_sentence(e.value, number, named)
+
+
+@pytest.mark.parametrize("kind", list(RETURNED))
+def test_a_scaler_with_a_wrong_typed_part_is_one_sentence(kind):
+    value, named = RETURNED[kind]
+
+    class ScaleOfWrongType(c6.ReferenceScaler):
+        def update(self, found_inf):
+            self.scale = value
+
+    class GradsOfWrongType(c6.ReferenceScaler):
+        def unscale(self, grads):
+            return [value] * len(grads), False
+
+    for cls in (ScaleOfWrongType, GradsOfWrongType):
+        with pytest.raises(AssertionError) as e:
+            c6.check_loss_scaler(cls)
+        _one_sentence(e.value, "6.2", named)
