@@ -1,6 +1,5 @@
 """Chapter 1 experiments at small sizes on the CPU: structure, correctness checks and models."""
 import json
-import math
 
 import numpy as np
 import pytest
@@ -8,6 +7,7 @@ import pytest
 from gpucourse import models
 from gpucourse.errors import LaunchError, PrecisionError
 from gpucourse.experiments import ch1
+from gpucourse.experiments.ch1 import common, headless, rooflines, strided, transfer
 from gpucourse.plot import ch1 as plot1
 
 MiB = 2**20
@@ -31,7 +31,7 @@ def test_timing_rows_show_the_wrong_and_right_numbers():
 
 
 def test_cache_line_and_sector_models():
-    assert ch1.cache_line_model([1, 2, 16, 32]) == [1.0, 0.5, 1 / 16, 1 / 16]
+    assert strided.cache_line_model([1, 2, 16, 32]) == [1.0, 0.5, 1 / 16, 1 / 16]
     m = ch1.sector_model("H100-SXM", strides=[1, 2, 4, 8, 32])
     assert m["efficiency"] == [1.0, 0.5, 0.25, 0.125, 0.125]
     assert m["model_gbps"][0] == m["peak_gbps"] == 3350.0
@@ -42,7 +42,7 @@ def test_cache_line_and_sector_models():
 
 
 def test_cpu_stride_sweep_checks_then_measures():
-    r = ch1.cpu_stride_sweep(strides=(1, 4, 32), footprint_bytes=2 * MiB, min_time_s=0.01)
+    r = strided.cpu_stride_sweep(strides=(1, 4, 32), footprint_bytes=2 * MiB, min_time_s=0.01)
     assert r["strides"] == [1, 4, 32] and len(r["gbps"]) == 3 and min(r["gbps"]) > 0
     assert r["ceiling_gbps"] == r["gbps"][0]
     assert r["model_gbps"][2] == pytest.approx(r["ceiling_gbps"] / 16)
@@ -51,17 +51,17 @@ def test_cpu_stride_sweep_checks_then_measures():
 def test_numpy_strided_copy_matches_the_kernel_order():
     src = np.arange(10, dtype=np.float32)
     dst = np.full(10, np.nan, np.float32)
-    ch1.strided_copy_numpy(src, dst, 3)
+    strided.strided_copy_numpy(src, dst, 3)
     assert np.array_equal(src, dst)
 
 
 def test_copy_kernels_on_the_emulator():
     r = ch1.check_copy_kernels(sizes=(1, 33, 257), strides=(None, 1, 3, 32), block=96)
     assert r["cases"] == 12 and r["where"] == "CPU emulator"
-    launch = ch1.copy_at_block_size(stride=32, block_size=48)
+    launch = strided.copy_at_block_size(stride=32, block_size=48)
     assert launch["checked_n"] == 149 and launch["gbps"] is None
     with pytest.raises(LaunchError):
-        ch1.copy_at_block_size(stride=1, block_size=1025)
+        strided.copy_at_block_size(stride=1, block_size=1025)
 
 
 def test_copy_explorer_and_precision():
@@ -73,7 +73,7 @@ def test_copy_explorer_and_precision():
     assert p["model"]["bf16"]["load_efficiency"] == [1.0, 2 / 16]
     with pytest.raises(PrecisionError):
         ch1.precision_bandwidth("fp8")
-    bits = ch1._precision_array(np.array([1.5, -2.0], np.float32), "bf16")
+    bits = strided._precision_array(np.array([1.5, -2.0], np.float32), "bf16")
     assert bits.dtype == np.uint16 and bits[0] == 0x3FC0
 
 
@@ -89,8 +89,8 @@ def test_transfer_vs_compute_and_sweep():
 
 
 def test_rooflines():
-    c = ch1.cpu_ceilings(copy_bytes=2 * MiB, matmul_sizes=(64, 96), min_time_s=0.01)
-    r = ch1.cpu_roofline(c, n=1 << 16, matmul_n=64, min_time_s=0.01)
+    c = rooflines.cpu_ceilings(copy_bytes=2 * MiB, matmul_sizes=(64, 96), min_time_s=0.01)
+    r = rooflines.cpu_roofline(c, n=1 << 16, matmul_n=64, min_time_s=0.01)
     roof = r["ceilings"]
     for p in r["points"]:
         assert p["rate"] <= min(roof["peak_flops"], p["intensity"] * roof["bandwidth_Bps"]) * 1.0001
@@ -102,12 +102,12 @@ def test_rooflines():
 
 
 def test_run_all_is_json_and_draws_every_figure(monkeypatch, tmp_path):
-    monkeypatch.setattr(ch1, "RUN_SIZES", {
+    monkeypatch.setattr(headless, "RUN_SIZES", {
         "timing_n": (1 << 14,) * 2, "stride_bytes": (MiB,) * 2, "transfer_bytes": (MiB,) * 2,
         "copy_bytes": (MiB,) * 2, "roofline_n": (1 << 14,) * 2, "matmul_sizes": ((64,),) * 2,
         "transfer_matmul_n": (64,) * 2})
     r = json.loads(json.dumps(ch1.run_all(quick=True)))
-    assert r["kernel_check"]["cases"] > 0 and r["target_gpu"] == ch1.FALLBACK_GPU
+    assert r["kernel_check"]["cases"] > 0 and r["target_gpu"] == common.FALLBACK_GPU
     figs = plot1.figures(r)
     assert set(figs) == {"timing", "stride_sweep", "transfer", "transfer_sweep", "roofline"}
     for name, fig in figs.items():
@@ -118,40 +118,6 @@ def test_run_all_is_json_and_draws_every_figure(monkeypatch, tmp_path):
     # compute on the CPU and on the GPU are two colours, so two legend entries
     labels = [t.get_text() for t in figs["transfer"].legends[0].get_texts()]
     assert "compute (CPU)" in labels and "compute (GPU)" in labels
-
-
-def test_widget_views_draw():
-    fig = plot1.copy_view(ch1.copy_explorer(stride=32, block_size=256, gpu="T4"))
-    assert "model" in fig.axes[0].get_title()
-    fig = plot1.model_views_figure(ch1.model_views("H200", "fp16"))
-    assert "H200" in fig.axes[0].get_title()
-    assert math.isclose(ch1.model_views("T4")["roofline"]["ceilings"]["bandwidth_Bps"], 320e9)
-
-
-def test_reference_data_is_drawn_hollow_and_labelled():
-    label = "reference: NVIDIA H200, 2026-01-01, `make gpu-check`"
-    ref = {"strides": [1, 2, 32], "gbps": [2000.0, 1400.0, 170.0]}
-    fig = plot1.stride_figure({"device": "cpu", "strides": [1, 2, 32], "gbps": [4.0, 3.0, 0.5],
-                               "ceiling_gbps": 4.0, "model_gbps": [4.0, 2.0, 0.25]},
-                              ch1.sector_model("H200", strides=[1, 2, 32]),
-                              reference_rows=[(label, ref)])
-    labels = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
-    assert label in labels and "sector model" in labels
-    rows = [{"group": "copy kernel on the GPU, 480 MiB", "method": "host timer, no synchronize",
-             "seconds": 4e-5, "kind": "measured"}]
-    fig = plot1.timing_figure({"device": "cpu", "rows": [
-        {"group": "g", "method": "gc.bench: warm-up, median", "seconds": 1e-3, "kind": "measured"}]},
-        reference_rows=[(label, rows)])
-    assert any(label in t.get_text() for t in fig.axes[0].texts)
-    assert "No reference" in ch1.reference_summary() or "measured" in ch1.reference_summary()
-    # measured roofline points of the modelled GPU, never of another one
-    roof = {"device": "NVIDIA H200", "kind": "measured",
-            "points": [{"name": "vector add", "intensity": 1 / 12, "rate": 2.5e11}]}
-    cpu = ch1.cpu_roofline(n=1 << 14, matmul_n=32, min_time_s=0.01)
-    fig = plot1.roofline_figure(cpu, ch1.gpu_roofline_model("H200"), reference_rows=[(label, roof)])
-    assert f"vector add ({label})" in [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
-    fig = plot1.roofline_figure(cpu, ch1.gpu_roofline_model("T4"), reference_rows=[(label, roof)])
-    assert not any(label in t.get_text() for t in fig.axes[1].get_legend().get_texts())
 
 
 def test_reference_summary_reads_old_and_new_check_shapes(reference_folder):
@@ -171,36 +137,22 @@ def test_reference_summary_reads_old_and_new_check_shapes(reference_folder):
     assert "NVIDIA L4, measured 2026-09-01 with `c`\n" in ch1.reference_summary() + "\n"  # no dangling colon
 
 
-def test_gpu_stride_figure_shows_every_coalesced_version():
-    """The GPU-shaped result (as gpu_stride_sweep returns it) draws one marker per version."""
-    strides = [1, 2, 4, 8, 16, 32]
-    result = {"device": "a GPU", "strides": strides, "gbps": [2000 / s ** 0.8 for s in strides],
-              "ceiling_gbps": 4100.0, "peak_gbps": 4800.0, "model_gbps": [4800 / s for s in strides],
-              "coalesced_gbps": 3900.0, "coalesced_kernel": "copy_v3_float4",
-              "coalesced_versions": {"copy_v1_coalesced": 2470.0, "copy_v3_float4": 3900.0}}
-    fig = plot1.stride_figure(result, ch1.sector_model("H200"), reference_rows=[])
-    labels = fig.axes[0].get_legend_handles_labels()[1]
-    assert any(l.startswith("copy_v1_coalesced (measured") for l in labels)
-    assert any(l.startswith("copy_v3_float4 (measured") for l in labels)
-    assert "measured copy ceiling (4100 GB/s)" in labels
-
-
 def test_every_roofline_uses_the_same_minimum_work():
     """Reads and writes once each: 12 bytes per fp32 add, 4 per summed float, 3 matrices."""
-    w = ch1.minimum_work(1000, 64)
+    w = common.minimum_work(1000, 64)
     assert w == {"vector add": (1000, 12000), "sum": (1000, 4000),
                  "matmul": (2 * 64**3, 12 * 64 * 64)}
     model = {p["name"]: p for p in ch1.gpu_roofline_model("H200", "bf16")["points"]}
-    n, m = ch1.GPU_MODEL_SIZES["vector add"], ch1.GPU_MODEL_SIZES["matmul"]
+    n, m = rooflines.GPU_MODEL_SIZES["vector add"], rooflines.GPU_MODEL_SIZES["matmul"]
     assert model["vector add"]["bytes"] == 6 * n and model[f"matmul {m}x{m}"]["flops"] == 2 * m**3
-    add = ch1._work("vector add", 4000, 64)
+    add = transfer._work("vector add", 4000, 64)
     assert (add["flops"], add["dev_bytes"]) == w["vector add"]
 
 
 @pytest.mark.parametrize("stride,block", [(0, 256), (1, 0), (-2, 128), (1, 100.7), (1.5, 128)])
 def test_a_zero_or_fractional_block_or_stride_is_one_sentence(stride, block):
     with pytest.raises(LaunchError, match="must both be whole numbers of at least 1"):
-        ch1.copy_at_block_size(stride, block)
+        strided.copy_at_block_size(stride, block)
 
 
 def test_precision_names_are_not_case_sensitive_and_unknown_ones_are_one_sentence():
@@ -213,8 +165,8 @@ def test_precision_names_are_not_case_sensitive_and_unknown_ones_are_one_sentenc
 @pytest.mark.parametrize("call,match", [
     (lambda: ch1.transfer_vs_compute(nbytes=-1), "nbytes=-1: use a whole number of at least 4"),
     (lambda: ch1.transfer_vs_compute(nbytes=2), "nbytes=2: use a whole number of at least 4"),
-    (lambda: ch1.cpu_stride_sweep(footprint_bytes=0), "footprint_bytes=0"),
-    (lambda: ch1.cpu_stride_sweep(strides=(1, 0)), "stride=0: use a whole number"),
+    (lambda: strided.cpu_stride_sweep(footprint_bytes=0), "footprint_bytes=0"),
+    (lambda: strided.cpu_stride_sweep(strides=(1, 0)), "stride=0: use a whole number"),
     (lambda: ch1.transfer_vs_compute(matmul_n=0), "matmul_n=0"),
     (lambda: ch1.timing_wrong_vs_right(n=0), "n=0: use a whole number of at least 1"),
     (lambda: ch1.sector_model("H100", strides=(1, 0)), "stride=0: use a whole number"),
@@ -224,3 +176,11 @@ def test_sizes_and_strides_below_one_are_one_sentence(call, match):
 
     with pytest.raises(InputError, match=match):
         call()
+
+
+def test_the_roofline_model_counts_each_precisions_own_element_size():
+    """fp64 moves 8 bytes per element (the element-size table once had 4 for it)."""
+    n = rooflines.GPU_MODEL_SIZES["vector add"]
+    sizes = {p: ch1.gpu_roofline_model("H100-SXM", p)["points"][0]["bytes"] / (3 * n)
+             for p in ("fp64", "fp32", "tf32", "fp16", "bf16", "int8")}
+    assert sizes == {"fp64": 8, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "int8": 1}

@@ -14,6 +14,7 @@ if not device.cupy_works():
 
 from gpucourse.check import ch1 as check1  # noqa: E402
 from gpucourse.experiments import ch1  # noqa: E402
+from gpucourse.experiments.ch1 import strided  # noqa: E402
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -80,7 +81,7 @@ def test_lab_checker_runs_the_kernel_on_the_gpu():
 
 
 def test_widget_back_ends_measure_on_the_gpu():
-    r = ch1.copy_at_block_size(stride=32, block_size=1024)
+    r = strided.copy_at_block_size(stride=32, block_size=1024)
     assert r["where"] == "GPU" and r["gbps"] > 0
     p = ch1.precision_bandwidth("bf16", stride=8, min_time_s=0.02)
     fp32, bf16 = p["rows"][0], p["rows"][2]

@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import device, kernels, models, precision, specs
 from ..errors import CourseError
+from ..kernels import matmul, vector_add
 from .compare import assert_close, random_array
 from .lab import (Exercise, answer_error, callable_answer, choice_answer, number_answer,
                   text_answer, tuple_answer)
@@ -142,7 +143,7 @@ def check_coalesced_scale(element_source: str, number: str = "1.1") -> None:
 # --------------------------------------------------------------------------- 1.2 intensity
 
 def _ai_vector_add(e):
-    return 1 / (3 * e)
+    return vector_add.flops(1) / vector_add.bytes_moved(1, e)
 
 
 def _ai_sum(e):
@@ -150,7 +151,7 @@ def _ai_sum(e):
 
 
 def _ai_matmul(m, n, k, e):
-    return 2 * m * n * k / (e * (m * k + k * n + m * n))
+    return matmul.flops(m, n, k) / matmul.bytes_moved(m, n, k, e)
 
 
 def check_intensity(vector_add_ai: Callable, sum_ai: Callable, matmul_ai: Callable,

@@ -2,7 +2,6 @@
 transfer vs compute, and rooflines. ``figures(results)`` draws ``experiments.ch1.run_all``."""
 from __future__ import annotations
 
-
 import numpy as np
 from matplotlib import ticker
 from matplotlib.figure import Figure
@@ -10,6 +9,7 @@ from matplotlib.patches import Rectangle
 
 from ..bench import format_bytes as _fmt_bytes, format_time as _fmt_s
 from .. import reference as _reference
+from .. import specs as _specs
 from . import (CEILING, MEASURED, MODEL, NAIVE, OPTIMIZED, PALETTE, REFERENCE, new_figure,
                legend_below, roofline, same_gpu, sweep, title)
 
@@ -63,8 +63,6 @@ def architecture_figure(spec) -> Figure:
     ax.text(28, 56.5, f"{spec.name} ({spec.architecture}, cc {spec.cc})", fontsize=9,
             fontweight="bold", va="top")
     try:
-        from .. import specs as _specs
-
         lim = _specs.occupancy_limits(spec.compute_capability)
         regs = f"registers\n{lim.registers_per_sm * 4 // 1024} KB"
         smem = f"shared mem / L1\n≤ {lim.shared_memory_per_sm // 1024} KB shared"
