@@ -5,6 +5,7 @@ import pytest
 import gpucourse as gc
 from gpucourse.check import ch5 as c5
 from gpucourse.check import expect_failure
+from gpucourse.experiments.ch5 import kernel_fusion, tensor_cores
 
 TILED = r"""
 extern "C" __global__ void matmul_tiled(const float* A, const float* B, float* C,
@@ -248,10 +249,8 @@ def test_percent_of_peak_wrong_answers_fail(fn, match):
 
 
 def test_checker_helpers_agree_with_the_experiments():
-    from gpucourse.experiments import ch5
-
     x = gc.check.random_array(101, seed=3)
-    np.testing.assert_allclose(c5.chain_reference(x), ch5.chain_numpy(x))
-    assert c5.chain_bytes(1000) == tuple(ch5.fusion_bytes(1000).values())
-    pct = ch5.percent_of_peak(2 * 4096 ** 3, 2.9e-3, "H100-SXM", "bf16")
+    np.testing.assert_allclose(c5.chain_reference(x), kernel_fusion.chain_numpy(x))
+    assert c5.chain_bytes(1000) == tuple(kernel_fusion.fusion_bytes(1000).values())
+    pct = tensor_cores.percent_of_peak(2 * 4096 ** 3, 2.9e-3, "H100-SXM", "bf16")
     assert pct == pytest.approx(c5.percent_of_peak_reference(4096, 4096, 4096, 2.9e-3, "H100-SXM", "bf16"))

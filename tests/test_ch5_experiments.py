@@ -9,6 +9,8 @@ from matplotlib.figure import Figure
 import gpucourse as gc
 from gpucourse.errors import DeviceError, PrecisionError
 from gpucourse.experiments import ch5
+from gpucourse.experiments.ch5 import kernel_fusion, sgemm, sparse, tensor_cores
+from gpucourse.kernels import matmul
 from gpucourse.plot import ch5 as p5
 
 pytestmark = pytest.mark.skipif(gc.device.is_cuda(), reason="CPU-path tests")
@@ -18,8 +20,8 @@ pytestmark = pytest.mark.skipif(gc.device.is_cuda(), reason="CPU-path tests")
 
 def test_every_matmul_version_is_right_on_the_emulator():
     table = ch5.check_matmul()
-    assert len(table.rows) == len(ch5.CHECK_SHAPES)
-    assert table.columns[1:] == [v.replace("matmul_", "") for v in ch5.MATMUL_VERSIONS]
+    assert len(table.rows) == len(sgemm.CHECK_SHAPES)
+    assert table.columns[1:] == [v.replace("matmul_", "") for v in matmul.VERSIONS]
 
 
 def test_matmul_versions_pass_the_race_check():
@@ -29,13 +31,13 @@ def test_matmul_versions_pass_the_race_check():
 @pytest.mark.parametrize("defines", [{"TILE": 16}, {"BM": 64, "BN": 128, "BK": 8},
                                      {"BM": 128, "BN": 64, "BK": 16}])
 def test_tile_defines_are_honoured(defines):
-    mod = ch5.matmul_module(defines)
+    mod = matmul.load(defines)
     A = gc.check.random_array((37, 44), seed=1)
     B = gc.check.random_array((44, 136), seed=2)
     ref = A.astype(np.float64) @ B
     for v in ("matmul_v3_shared", "matmul_v5_2d_blocking", "matmul_v6_vectorized"):
-        C = ch5.run_matmul(v, A, B, module=mod, defines=defines)
-        gc.check.assert_close(C, ref, *ch5.matmul_tolerance(A, B), name=f"{v} {defines}")
+        C = matmul.run(v, A, B, module=mod, defines=defines)
+        gc.check.assert_close(C, ref, *matmul.tolerance(A, B), name=f"{v} {defines}")
 
 
 def test_a_missing_barrier_is_caught():
@@ -48,19 +50,8 @@ def test_a_missing_barrier_is_caught():
     A = gc.check.random_array((40, 70), seed=3)
     B = gc.check.random_array((70, 33), seed=4)
     with pytest.raises(AssertionError):
-        C = ch5.run_matmul("matmul_v3_shared", A, B, module=mod)
-        gc.check.assert_close(C, A.astype(np.float64) @ B, *ch5.matmul_tolerance(A, B))
-
-
-def test_launch_configs():
-    assert ch5.launch_config("matmul_v1_naive", 100, 50) == ((4, 2), (32, 32))
-    assert ch5.launch_config("matmul_v2_coalesced", 100, 50) == ((2, 4), (32, 32))
-    assert ch5.launch_config("matmul_v3_shared", 100, 50, {"TILE": 16}) == ((4, 7), (16, 16))
-    assert ch5.launch_config("matmul_v4_1d_blocking", 4096, 4096) == ((64, 64), 512)
-    assert ch5.launch_config("matmul_v5_2d_blocking", 4096, 4096) == ((32, 32), 256)
-    assert ch5.launch_config("matmul_v6_vectorized", 4096, 4096, {"BN": 64}) == ((64, 32), 128)
-    with pytest.raises(ValueError, match="unknown matmul version"):
-        ch5.launch_config("matmul_v9", 1, 1)
+        C = matmul.run("matmul_v3_shared", A, B, module=mod)
+        gc.check.assert_close(C, A.astype(np.float64) @ B, *matmul.tolerance(A, B))
 
 
 def test_reuse_model_falls_down_the_ladder():
@@ -94,7 +85,7 @@ def test_cpu_threads_restores_the_thread_count():
     import torch
 
     before = torch.get_num_threads()
-    with ch5.cpu_threads(1):
+    with gc.bench.cpu_threads(1):
         assert torch.get_num_threads() == 1
     assert torch.get_num_threads() == before
 
@@ -134,9 +125,9 @@ def test_cudnn_benchmark_mode_checks_then_times_both_modes_on_the_cpu_stand_in()
 
 def test_crossover_interpolates_on_log_axes():
     d = [0.01, 0.1, 1.0]
-    assert ch5.crossover_density(d, [1.0, 5.0, 50.0], 10.0) == pytest.approx(0.1 * 10 ** (np.log(2) / np.log(10)))
-    assert ch5.crossover_density(d, [20.0, 30.0, 40.0], 10.0) is None  # sparse never wins
-    assert ch5.crossover_density(d, [1.0, 2.0, 3.0], 10.0) is None     # sparse always wins
+    assert sparse.crossover_density(d, [1.0, 5.0, 50.0], 10.0) == pytest.approx(0.1 * 10 ** (np.log(2) / np.log(10)))
+    assert sparse.crossover_density(d, [20.0, 30.0, 40.0], 10.0) is None  # sparse never wins
+    assert sparse.crossover_density(d, [1.0, 2.0, 3.0], 10.0) is None     # sparse always wins
 
 
 def test_sparse_sweep_checks_and_finds_a_crossover_or_says_why():
@@ -152,7 +143,7 @@ def test_sparse_sweep_checks_and_finds_a_crossover_or_says_why():
 
 
 def test_sparse_matrix_density():
-    S = ch5.sparse_matrix(300, 0.1, seed=2)
+    S = sparse.sparse_matrix(300, 0.1, seed=2)
     assert 0.08 < np.count_nonzero(S) / S.size < 0.12
     assert len(np.unique(S[S != 0])) > 100  # random values, not all equal
 
@@ -179,10 +170,10 @@ def test_chain_versions_match_the_reference():
     import torch
 
     x = gc.check.random_array(1001, seed=5)
-    ref = ch5.chain_numpy(x)
+    ref = kernel_fusion.chain_numpy(x)
     t = torch.from_numpy(x)
-    for y in (ch5.chain_eager(t), ch5.chain_into(t, torch.empty_like(t)),
-              ch5.chain_fused_into(t, torch.empty_like(t))):
+    for y in (kernel_fusion.chain_eager(t), kernel_fusion.chain_into(t, torch.empty_like(t)),
+              kernel_fusion.chain_fused_into(t, torch.empty_like(t))):
         gc.check.assert_close(y.numpy(), ref, rtol=1e-5, atol=1e-5)
     assert (x < -0.17).any() and (x > 0).any()  # ReLU cuts some values
 
@@ -193,9 +184,9 @@ def test_precision_availability_on_the_cpu():
     av = ch5.precision_availability()
     assert av["fp32"] is None and "tensor cores" in av["tf32"]
     with pytest.raises(PrecisionError, match="tf32 does not run here"):
-        ch5.matmul_throughput("tf32", n=64)
+        tensor_cores.matmul_throughput("tf32", n=64)
     with pytest.raises(PrecisionError, match="not one of"):
-        ch5.matmul_throughput("fp8", n=64)
+        tensor_cores.matmul_throughput("fp8", n=64)
     dd = gc.widgets.precision_dropdown(av)
     assert "tf32" in dd.unavailable
 
@@ -207,7 +198,7 @@ def test_precision_sweep_measures_what_runs_and_lists_the_rest():
     assert res["timings"][1].meta["rel_err"] > res["timings"][0].meta["rel_err"]  # bf16 rounds more
     str(ch5.precision_table(res))
     pt = ch5.precision_point("fp32", 64, min_time_s=0.01)
-    assert pt["model_gpu"] == gc.specs.lookup(ch5.DEFAULT_GPU).name
+    assert pt["model_gpu"] == gc.specs.lookup(gc.specs.DEFAULT_GPU).name
     p5.precision_point_figure(pt)
 
 
@@ -228,7 +219,7 @@ def test_precision_model_reaches_the_peaks_for_large_matrices():
 
 
 def test_percent_of_peak():
-    assert ch5.percent_of_peak(67e12, 1.0, "H200", "fp32") == pytest.approx(100.0)
+    assert tensor_cores.percent_of_peak(67e12, 1.0, "H200", "fp32") == pytest.approx(100.0)
 
 
 # --------------------------------------------------------------------------- headless
@@ -259,7 +250,7 @@ def test_gpu_check_needs_a_gpu():
 
 def _fake_gpu_check() -> dict:
     """The shape gpu_check() returns (numbers made up for the test, not shown to anyone)."""
-    labels = list(ch5.MATMUL_VERSIONS) + ["ref (cuBLAS, cupy.matmul)"]
+    labels = list(matmul.VERSIONS) + ["ref (cuBLAS, cupy.matmul)"]
     gflops = [500.0, 6000.0, 9000.0, 16000.0, 30000.0, 40000.0, 50000.0]
     return {"sgemm": {"n": 4096, "labels": labels, "gflops": gflops, "median_s": [1.0] * 7,
                       "cublas_gflops": 50000.0, "peak_gflops": 67000.0,

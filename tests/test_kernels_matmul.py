@@ -23,6 +23,17 @@ def test_an_unknown_version_is_one_sentence():
         matmul.launch_config("matmul_v9", 1, 1)
 
 
+def test_launch_configs():
+    assert matmul.launch_config("matmul_v1_naive", 100, 50) == ((4, 2), (32, 32))
+    assert matmul.launch_config("matmul_v2_coalesced", 100, 50) == ((2, 4), (32, 32))
+    assert matmul.launch_config("matmul_v3_shared", 100, 50, {"TILE": 16}) == ((4, 7), (16, 16))
+    assert matmul.launch_config("matmul_v4_1d_blocking", 4096, 4096) == ((64, 64), 512)
+    assert matmul.launch_config("matmul_v5_2d_blocking", 4096, 4096) == ((32, 32), 256)
+    assert matmul.launch_config("matmul_v6_vectorized", 4096, 4096, {"BN": 64}) == ((64, 32), 128)
+    with pytest.raises(ValueError, match="unknown matmul version"):
+        matmul.launch_config("matmul_v9", 1, 1)
+
+
 @pytest.mark.parametrize("defines", DEFINES)
 def test_static_shared_memory_is_what_the_source_declares(defines):
     """The emulator counts each kernel's __shared__ arrays in the build: the home agrees."""

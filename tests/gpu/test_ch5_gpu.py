@@ -12,6 +12,7 @@ if not gc.device.is_cuda() or not gc.device.cupy_works():
     pytest.skip("needs a CUDA GPU with CuPy", allow_module_level=True)
 
 from gpucourse.experiments import ch5  # noqa: E402
+from gpucourse.kernels import matmul  # noqa: E402
 from gpucourse.plot import ch5 as p5  # noqa: E402
 
 
@@ -24,9 +25,9 @@ def test_tuned_tile_shapes_are_right_on_the_gpu():
     A = gc.device.asarray(gc.check.random_array((300, 260), seed=1))
     B = gc.device.asarray(gc.check.random_array((260, 388), seed=2))
     ref = cupy.asnumpy(A).astype(np.float64) @ cupy.asnumpy(B)
-    for d in ch5.V6_TUNING:
-        C = ch5.run_matmul("matmul_v6_vectorized", A, B, module=ch5.matmul_module(d), defines=d)
-        gc.check.assert_close(cupy.asnumpy(C), ref, *ch5.matmul_tolerance(cupy.asnumpy(A), cupy.asnumpy(B)),
+    for d in matmul.V6_TUNING:
+        C = matmul.run("matmul_v6_vectorized", A, B, module=matmul.load(d), defines=d)
+        gc.check.assert_close(cupy.asnumpy(C), ref, *matmul.tolerance(cupy.asnumpy(A), cupy.asnumpy(B)),
                               name=str(d))
 
 

@@ -14,8 +14,9 @@ import numpy as np
 
 from .. import precision, specs
 from ..emulator.source import strip_comments
+from ..emulator.launch import ceil_div
 from ..errors import PrecisionError
-from ..models import ceil_div
+from ..kernels import matmul
 from .compare import assert_close, random_array
 from .lab import (Exercise, callable_answer, choice_answer, learner_kernel, number_answer,
                   run_learner_kernel, text_answer, whole_answer)
@@ -47,8 +48,9 @@ TILED_SHAPES = ((1, 1, 1), (16, 16, 16), (17, 33, 15), (5, 70, 3), (47, 31, 65),
 
 
 def tiled_launch(M: int, N: int, tile: int):
-    """The launch the exercise asks for: one TILE×TILE block per TILE×TILE tile of C."""
-    return (ceil_div(N, tile), ceil_div(M, tile)), (tile, tile)
+    """The launch the exercise asks for: one TILE×TILE block per TILE×TILE tile of C, as
+    ``matmul_v3_shared`` is launched."""
+    return matmul.launch_config("matmul_v3_shared", M, N, {"TILE": tile})
 
 
 def _right_at_whole_tiles(kern, tile: int, seed: int, shape=None) -> bool:
@@ -65,8 +67,7 @@ def _right_at_whole_tiles(kern, tile: int, seed: int, shape=None) -> bool:
                            f"M={M}, N={N}, K={K}")
     except AssertionError:
         return False
-    ref = A.astype(np.float64) @ B.astype(np.float64)
-    return bool(np.all(np.abs(C - ref) <= precision.matmul_error_bound(A, B)))  # NaN fails
+    return bool(np.all(np.abs(C - matmul.reference(A, B)) <= matmul.tolerance(A, B)[1]))  # NaN fails
 
 
 BOUNDS_FIX = ("load 0.0 for tile elements outside A or B (check row < M and k < K for A, "
@@ -130,10 +131,10 @@ def check_tiled_matmul(source: str, tile: int = 16, number: str = "5.1",
         for i, (M, N, K) in enumerate(TILED_SHAPES):
             A = random_array((M, K), seed=seed + 2 * i)
             B = random_array((K, N), seed=seed + 2 * i + 1)
-            ref = A.astype(np.float64) @ B.astype(np.float64)
+            ref = matmul.reference(A, B)
             # Each element is a float32 dot of K terms, added in whatever order the tiles give:
-            # gamma_K * max(|A| @ |B|) (precision.matmul_error_bound) holds for any of them.
-            rtol, atol = 0.0, precision.matmul_error_bound(A, B)
+            # gamma_K * max(|A| @ |B|) (matmul.tolerance) holds for any of them.
+            rtol, atol = matmul.tolerance(A, B)
             grid, block = tiled_launch(M, N, tile)
             what = f"M={M}, N={N}, K={K} with TILE={tile}"
             # Every array sits at the start of a longer buffer, so that a stray access lands
