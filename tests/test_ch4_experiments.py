@@ -1,4 +1,4 @@
-"""Chapter 4's experiments on the CPU: kernels checked on the emulator, models, figures."""
+"""Chapter 4's experiments on the CPU: kernels checked on the emulator, models, results."""
 import json
 
 import numpy as np
@@ -8,6 +8,10 @@ from matplotlib.text import Text
 import gpucourse as gc
 from gpucourse import models
 from gpucourse.experiments import ch4
+from gpucourse.experiments.ch4 import (atomics, block_size, headless, reduce_ladder,
+                                       stream_overlap, warp_divergence)
+from gpucourse.kernels import divergence as divergence_cu
+from gpucourse.kernels import reduce as reduce_cu
 from gpucourse.plot import ch4 as plot4
 
 pytestmark = pytest.mark.skipif(gc.device.is_cuda(), reason="the CPU path (models, emulator)")
@@ -49,23 +53,23 @@ extern "C" __global__ void saxpy_v1_one_per_thread(float a, const float* x, floa
 }
 extern "C" __global__ void saxpy_v2_grid_stride(float a, const float* x, float* y, int n) {}
 """, name="saxpy_bad")
-    monkeypatch.setattr(ch4, "_load", lambda name: bad)
+    monkeypatch.setattr(gc.kernels, "load", lambda name: bad)
     with pytest.raises(AssertionError, match="saxpy_v1"):
-        ch4.check_saxpy(block_sizes=(64,), sizes=(33,))
+        block_size.check_saxpy(block_sizes=(64,), sizes=(33,))
 
 
 def test_divergence_model_and_lanes():
-    m = ch4.divergence_model(n=4096)
+    m = warp_divergence.divergence_model(n=4096)
     assert m["divergence_v1_odd_even_lanes"]["efficiency"] == pytest.approx(0.5)
     assert m["divergence_v2_per_warp"]["efficiency"] == pytest.approx(1.0)
     assert m["divergence_v3_branch_free"]["passes"] == pytest.approx(1.0)
     # v2's remapping is a permutation: every element is handled exactly once.
     g = np.arange(64 * 10)
-    assert sorted(ch4.element_of_thread("divergence_v2_per_warp", g)) == list(g)
+    assert sorted(divergence_cu.element_of_thread("divergence_v2_per_warp", g)) == list(g)
 
 
 def test_divergence_kernels_checked():
-    assert ch4.check_divergence(sizes=(65, 130), blocks=(64,)) == 6
+    assert warp_divergence.check_divergence(sizes=(65, 130), blocks=(64,)) == 6
     res = ch4.divergence()
     assert res["measured"] is None
     assert len(plot4.divergence_figure(res).axes) == 2
@@ -93,14 +97,14 @@ def test_pipeline_formula_matches_the_model():
 
 
 def test_histogram_checked_and_contention():
-    assert ch4.check_histogram(sizes=(1, 4099), blocks=(100,)) == 8
-    uni = ch4.contention(ch4.histogram_data(1 << 14, 0.0))
-    skw = ch4.contention(ch4.histogram_data(1 << 14, 1.0))
+    assert atomics.check_histogram(sizes=(1, 4099), blocks=(100,)) == 8
+    uni = atomics.contention(atomics.histogram_data(1 << 14, 0.0))
+    skw = atomics.contention(atomics.histogram_data(1 << 14, 1.0))
     assert skw["hottest_bin_share"] > 0.4 > 0.05 > uni["hottest_bin_share"]
     assert skw["lanes_on_one_bin_per_warp"] > 3 * uni["lanes_on_one_bin_per_warp"]
     skewed = gc.check.random_array(1 << 14, np.int32, kind="skewed")
-    assert np.array_equal(ch4.histogram_data(1 << 14, 1.0), skewed)
-    ch = ch4.atomic_chains(ch4.histogram_data(1 << 16, 1.0), grid=64)
+    assert np.array_equal(atomics.histogram_data(1 << 14, 1.0), skewed)
+    ch = atomics.atomic_chains(atomics.histogram_data(1 << 16, 1.0), grid=64)
     assert ch["v1_longest_chain"] > 20 * ch["v2_longest_shared_chain"]
     assert ch["v2_global_atomics"] <= 64 * 256
 
@@ -110,18 +114,18 @@ def test_histogram_point_and_figure():
     assert res["skews"] == [0.5]
     assert len(plot4.histogram_figure(res).axes) == 2
     with pytest.raises(ValueError, match="skew"):
-        ch4.histogram_data(10, 1.5)
+        atomics.histogram_data(10, 1.5)
 
 
 def test_reduce_ladder_checked():
-    assert ch4.check_reduce(sizes=(1, 33, 1001)) == 3 * len(ch4.reduce_versions())
-    assert ch4.reduce_versions()[0].startswith("reduce_v1")
+    assert reduce_ladder.check_reduce(sizes=(1, 33, 1001)) == 3 * len(reduce_cu.VERSIONS)
+    assert reduce_cu.VERSIONS[0].startswith("reduce_v1")
     assert "global atomics" in str(ch4.reduce_counts(1 << 20))
 
 
 def test_run_all_is_json_and_draws(monkeypatch):
     small = ch4.reduction
-    monkeypatch.setattr(ch4, "reduction", lambda min_time_s=0.1: small(n=1 << 16, min_time_s=0.01))
+    monkeypatch.setattr(headless, "reduction", lambda min_time_s=0.1: small(n=1 << 16, min_time_s=0.01))
     res = ch4.run_all(quick=True)
     json.dumps(res)
     figs = plot4.figures(res)
@@ -129,47 +133,6 @@ def test_run_all_is_json_and_draws(monkeypatch):
     assert set(figs) == {"block_size", "divergence", "streams", "histogram", "reduction"} | ladder_on_a_gpu
     # reduction on the CPU: library sums and the copy, measured here
     assert {t["label"] for t in res["reduction"]["cpu_measured"]} == {"numpy.sum", "torch.sum"}
-
-
-def test_gpu_check_says_it_needs_a_gpu():
-    with pytest.raises(gc.errors.DeviceError, match="CUDA GPU"):
-        ch4.gpu_check()
-
-
-def test_reference_data_is_drawn_hollow_and_labelled(tmp_path, monkeypatch):
-    sizes = [32, 100, 256]
-    gc.reference.write({"ch4": {
-        "block_sweep": {"block_sizes": sizes, "gbps": [600.0, 1900.0, 3300.0]},
-        "histogram": {"skews": [0.0, 1.0], "v1_s": [8e-3, 12e-3], "v2_s": [8e-5, 8e-5],
-                      "speedup": [100.0, 150.0]},
-        "reduction": {"labels": ["reduce_v1_atomic", "ref: cupy.sum"], "gbps": [2.0, 4200.0],
-                      "copy_gbps": 4100.0},
-        "divergence": {"versions": list(ch4.DIVERGENCE_VERSIONS), "median_s": [4e-4, 2e-4, 3e-4]},
-    }}, gpu="Test GPU", command="ch4.gpu_check()", folder=tmp_path, date="2026-01-02")
-    real_find = gc.reference.find
-    monkeypatch.setattr(ch4.reference, "find",
-                        lambda section, *keys: real_find(section, *keys, folder=tmp_path))
-    sweep = ch4.block_size_sweep(block_sizes=sizes)
-    assert sweep["reference"][0]["label"].startswith("reference: Test GPU, 2026-01-02")
-    fig = plot4.block_size_figure(ch4.block_size_point(100, sweep))
-    labels = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
-    assert any("reference: Test GPU, 2026-01-02" in t for t in labels)
-    # a reference panel is subtitled with the reference run, not with this machine
-    assert fig.axes[1].get_title().endswith("reference: Test GPU, 2026-01-02")
-    hist = ch4.histogram(n=1 << 12, check_first=False)
-    fig = plot4.histogram_figure(hist)
-    assert len(fig.axes) == 2 and fig.axes[1].get_title().endswith("reference: Test GPU, 2026-01-02")
-    div = ch4.divergence(n=1 << 12)
-    title = plot4.divergence_figure(div).axes[1].get_title()
-    assert "Reference" in title and title.endswith("reference: Test GPU, 2026-01-02")
-    red = ch4.reduction(n=1 << 12, min_time_s=0.01)
-    fig = plot4.reduction_reference_figure(red)
-    assert "reference data" in fig.axes[0].get_title()
-    # the CPU ladder never mixes GPU reference bars into the CPU's copy ceiling
-    cpu_fig = plot4.reduction_figure(red)
-    assert not any("reference" in t.get_text() for t in cpu_fig.axes[0].get_yticklabels())
-    red["reference"] = []
-    assert "No reference measurement" in repr(plot4.reduction_reference_figure(red))
 
 
 def test_reduction_reference_falls_back_to_the_kernel_sweep(reference_folder):
@@ -182,21 +145,21 @@ def test_reduction_reference_falls_back_to_the_kernel_sweep(reference_folder):
                        folder=reference_folder, date="2026-11-28")
     gc.reference.write({"ch4": {"histogram": {"speedup": [1.0]}}}, gpu="NVIDIA H200",
                        command="ch4.gpu_check()", folder=reference_folder, date="2026-11-29")
-    [ref] = ch4.reduction_references()
+    [ref] = reduce_ladder.reduction_references()
     assert ref["labels"] == ["reduce_v1_atomic", "reduce_v4_grid_stride"]
     assert ref["copy_gbps"] == 2500.0 and ref["copy_label"] == "copy_v1_coalesced, same sweep"
     # the kernel sweep's own date and command, and the label says where the rows come from
     assert ref["label"] == "reference: NVIDIA H200, 2026-11-28, kernel sweep"
     assert ref["command"] == "kernel sweep cmd"
-    fig = plot4.reduction_reference_figure({"versions": ch4.reduce_versions(), "reference": [ref]})
+    fig = plot4.reduction_reference_figure({"versions": list(reduce_cu.VERSIONS), "reference": [ref]})
     assert "kernel sweep" in fig.axes[0].get_title() and "reduce_v5" in fig.axes[0].get_title()
     # the same file's library copy (chapter 1's check) is the ceiling where it has one: the best
     # copy kernel of the sweep can be far below it
     gc.reference.write({"ch1": {"stride_sweep": {"ceiling_gbps": 4100.0}}}, gpu="NVIDIA H200",
                        command="ch1.gpu_check()", folder=reference_folder, date="2026-11-29")
-    [ref] = ch4.reduction_references()
+    [ref] = reduce_ladder.reduction_references()
     assert ref["copy_gbps"] == 4100.0 and "library" in ref["copy_label"]
-    fig = plot4.reduction_reference_figure({"versions": ch4.reduce_versions(), "reference": [ref]})
+    fig = plot4.reduction_reference_figure({"versions": list(reduce_cu.VERSIONS), "reference": [ref]})
     legends = fig.legends + [ax.get_legend() for ax in fig.axes if ax.get_legend()]
     assert any("library device-to-device copy" in t.get_text()
                for legend in legends for t in legend.get_texts())
@@ -205,41 +168,7 @@ def test_reduction_reference_falls_back_to_the_kernel_sweep(reference_folder):
                                               "copy_gbps": 4000.0}}},
                        gpu="NVIDIA H200", command="ch4.gpu_check()", folder=reference_folder,
                        date="2026-11-30")
-    assert [r["copy_gbps"] for r in ch4.reduction_references()] == [4000.0]
-
-
-def test_block_size_figure_draws_no_reference_of_another_gpu_against_this_ones_ceiling():
-    sweep = {**ch4.block_size_sweep(block_sizes=(128, 256), n=1 << 20, gpu="H200"),
-             "reference": [{"label": "reference: NVIDIA H200, 2026-11-29", "gpu": "NVIDIA H200",
-                            "block_sizes": [128, 256], "gbps": [3000.0, 3300.0]}]}
-    fig = plot4.block_size_figure(ch4.block_size_point(256, sweep))
-    assert fig.axes[1].get_ylim()[1] >= 3300.0
-    fig = plot4.block_size_figure(ch4.block_size_point(256, sweep, gpu="T4"))
-    labels = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
-    assert not any("reference" in t for t in labels)
-    assert any("not drawn against the NVIDIA T4" in t.get_text() for t in fig.axes[1].texts)
-
-
-def test_block_size_figure_names_the_reference_runs_size_and_the_modelled_gpu():
-    # The models use this sweep's n; the reference points were measured at the run's own n.
-    sweep = {**ch4.block_size_sweep(block_sizes=(128, 256), n=1 << 20, gpu="H200"),
-             "reference": [{"label": "reference: NVIDIA H200, 2026-11-29", "gpu": "NVIDIA H200",
-                            "n": 1 << 28, "block_sizes": [128, 256], "gbps": [3000.0, 3300.0]}]}
-    fig = plot4.block_size_figure(ch4.block_size_point(256, sweep))
-    assert f"{1 << 28:,} elements" in fig.axes[1].get_title()
-    fig = plot4.block_size_figure(ch4.block_size_point(256, sweep, gpu="T4"))
-    assert f"{1 << 20:,} elements" in fig.axes[1].get_title()  # nothing of the run drawn
-    assert "NVIDIA T4" in fig.axes[2].get_title()  # the waves are the T4's, not this CPU's
-
-
-def test_streams_figure_marks_the_isolated_bound_when_the_link_is_slower_both_ways():
-    res = ch4.streams(n_streams=4, chunks=16)
-    measured = {**res, "kind": "measured", "copy_s": 1.2 * res["copy_s"],
-                "bound_s": 1.2 * res["bound_s"]}  # as if both directions at once were 20 % slower
-    labels = plot4.streams_figure(measured).axes[0].get_legend_handles_labels()[1]
-    assert "the longest stage run alone" in labels
-    labels = plot4.streams_figure(res).axes[0].get_legend_handles_labels()[1]
-    assert "the longest stage run alone" not in labels
+    assert [r["copy_gbps"] for r in reduce_ladder.reduction_references()] == [4000.0]
 
 
 def test_switching_the_model_gpu_refreshes_every_waves_series():
@@ -255,15 +184,15 @@ def test_switching_the_model_gpu_refreshes_every_waves_series():
 def test_block_sweep_without_gpu_takes_registers_from_reference_data(reference_folder):
     from gpucourse import reference
 
-    regs, source = ch4._saxpy_regs_without_gpu()
-    assert regs == ch4.SAXPY_REGS_ASSUMED and source.startswith("assumed")
+    regs, source = block_size._saxpy_regs_without_gpu()
+    assert regs == block_size.SAXPY_REGS_ASSUMED and source.startswith("assumed")
     reference.write({"ch4": {"block_sweep": {"regs_per_thread": 11, "block_sizes": [32]}}},
                     gpu="NVIDIA L4", command="make gpu-check", folder=reference_folder, date="2026-11-02")
-    assert ch4._saxpy_regs_without_gpu() == (11, "compiled on NVIDIA L4, reference run of 2026-11-02")
+    assert block_size._saxpy_regs_without_gpu() == (11, "compiled on NVIDIA L4, reference run of 2026-11-02")
     # a GPU run that could not read the count recorded its assumption: not a compiler's figure
     reference.write({"ch4": {"block_sweep": {"regs_per_thread": 16, "regs_source": "assumed"}}},
                     gpu="NVIDIA L4", command="make gpu-check", folder=reference_folder, date="2026-11-03")
-    assert ch4._saxpy_regs_without_gpu()[1].startswith("assumed")
+    assert block_size._saxpy_regs_without_gpu()[1].startswith("assumed")
 
 
 def test_block_size_zero_is_one_sentence():
@@ -283,7 +212,7 @@ def test_block_size_zero_is_one_sentence():
     (lambda: ch4.reduce_counts(-1), "n=-1: use a whole number of at least 1"),
     (lambda: ch4.streams(nbytes=0), "nbytes=0: use a whole number of at least 1"),
     (lambda: ch4.streams(compute_ratio=-1), "compute_ratio=-1: use a number above 0"),
-    (lambda: ch4.recommend_block_size("H100", smem_per_block=300_000), "over the 232,448 B"),
+    (lambda: block_size.recommend_block_size("H100", smem_per_block=300_000), "over the 232,448 B"),
     (lambda: gc.models.warp_efficiency(16), "give one count per branch"),
 ])
 def test_stream_and_launch_counts_refuse_impossible_numbers_in_one_sentence(call, match):
@@ -307,32 +236,6 @@ def test_kernel_source_and_skew_say_what_to_use():
         ch4.kernel_source("histogram", "x")
     with pytest.raises(CourseError, match="0.5 for 50 %"):
         ch4.histogram_point(50, n=1000, min_time_s=0.01)
-
-
-def test_reduce_v5_sums_right_with_blocks_that_are_not_whole_warps():
-    """v5 ends with the same block_sum_to as v3 and v4, which takes any block size."""
-    from gpucourse import check, kernels
-
-    k = kernels.load("reduce", backend="cpu").reduce_v5_float4_unrolled
-    for n, block in ((1000 + 3, 100), (4099, 48), (33, 1)):
-        x = check.random_array(n, np.float32, seed=n)
-        out = np.zeros(1, np.float32)
-        k((3,), (block,), (x, out, np.int32(n)))
-        assert abs(float(out[0]) - float(np.sum(x, dtype=np.float64))) <= 1e-5 * np.abs(x).sum()
-
-
-def test_cpu_reduction_figure_names_the_rate_its_notes_compare_with():
-    res = ch4.reduction(n=1 << 16, min_time_s=0.01)
-    fig = plot4.reduction_figure(res)
-    name = "dot" if res["copy"]["label"].startswith("dot") else "copy"
-    notes = [t.get_text() for t in fig.axes[0].texts if "%" in t.get_text()]
-    assert notes and all(f"% of {name})" in t for t in notes)
-
-
-def test_streams_figure_says_one_stream_not_one_streams():
-    fig = plot4.streams_figure(ch4.streams(n_streams=1))
-    titles = [ax.get_title(loc="left") for ax in fig.axes]
-    assert any("over 1 stream:" in t for t in titles), titles
 
 
 def test_block_sizes_that_cannot_launch_at_the_reference_register_count_are_skipped(
@@ -373,63 +276,15 @@ def test_block_sizes_that_cannot_launch_at_the_reference_register_count_are_skip
     assert [s["block_size"] for s in other["skipped"]] == [768, 1024]
 
 
-def test_a_sweep_where_no_block_size_can_launch_still_draws(reference_folder, monkeypatch):
-    from gpucourse import reference
-
-    reference.write({"ch4": {"block_sweep": {"regs_per_thread": 255}}}, gpu="NVIDIA H200",
-                    command="make gpu-check", folder=reference_folder, date="2026-11-02")
-    res = ch4.block_size_sweep(block_sizes=(512, 1024), gpu="H200", n=1 << 20)
-    assert res["block_sizes"] == [] and len(res["skipped"]) == 2
-    assert "block 512" in str(ch4.sweep_table(res))
-    for name in ("divergence_figure", "streams_figure", "histogram_figure", "reduction_figure",
-                 "reduction_reference_figure"):
-        monkeypatch.setattr(plot4, name, lambda result: None)
-    fig = plot4.figures({"block_size_sweep": res, "divergence": {}, "streams": {},
-                         "histogram": {}, "reduction": {}})["block_size"]
-    texts = " ".join(t.get_text() for t in fig.findobj(Text))
-    assert "not drawn: 512, 1024 threads per block" in texts
-    assert f"block {res['recommended']}" in texts  # the tail effect of the recommended size
-
-
 def test_a_block_size_outside_the_gpus_range_or_too_many_registers_per_thread_still_raise():
     from gpucourse.errors import SpecError
 
     with pytest.raises(SpecError, match="outside 1..1024"):
-        ch4.occupancy_curve("H200", (256, 2048))
+        block_size.occupancy_curve("H200", (256, 2048))
     with pytest.raises(SpecError, match="over the limit of 255"):
-        ch4.occupancy_curve("H200", (32,), regs_per_thread=256)
-    assert ch4.occupancy_curve("H200", (32, 64, 256, 384), regs_per_thread=255)["block_sizes"] == \
+        block_size.occupancy_curve("H200", (32,), regs_per_thread=256)
+    assert block_size.occupancy_curve("H200", (32, 64, 256, 384), regs_per_thread=255)["block_sizes"] == \
         [32, 64, 256]
-
-
-def test_on_a_gpu_only_block_sizes_that_launch_are_checked_and_timed():
-    """The fake H200's compiler reports 128 registers: 768 and 1024 threads are neither
-    launched for the check nor timed, and the measured series lines up with the sizes kept."""
-    from fakecuda.testing import installed
-
-    checked, timed = [], []
-    with installed() as (_, mp):
-        mp.setattr(ch4, "_saxpy_regs_on_gpu", lambda: 128)
-        real_check, real_measure = ch4.check_saxpy, ch4.measure_saxpy
-
-        def check(block_sizes=ch4.BLOCK_SIZES, **kw):
-            checked.extend(block_sizes)
-            return real_check(block_sizes, sizes=(33,))
-
-        def measure(b, n, arrays=None, min_time_s=0.1):
-            timed.append(b)
-            return real_measure(b, n, arrays, min_time_s=0.01)
-
-        mp.setattr(ch4, "check_saxpy", check)
-        mp.setattr(ch4, "measure_saxpy", measure)
-        sweep = ch4.block_size_sweep(block_sizes=(256, 512, 768, 1024), n=1 << 14, min_time_s=0.01)
-        point = ch4.block_size_point(1024, sweep, min_time_s=0.01)["point"]
-    assert sweep["regs_source"] == "compiled kernel"
-    assert checked == timed == sweep["block_sizes"] == [256, 512]
-    assert len(sweep["measured"]["gbps"]) == 2
-    assert [s["block_size"] for s in sweep["skipped"]] == [768, 1024]
-    assert "measured" not in point and point["skipped"].startswith("too many registers")
-    assert timed == [256, 512], "the slider at 1024 times nothing"
 
 
 def test_a_gpu_passed_to_the_models_is_kept_on_a_cuda_machine(monkeypatch):
@@ -438,18 +293,26 @@ def test_a_gpu_passed_to_the_models_is_kept_on_a_cuda_machine(monkeypatch):
     monkeypatch.setattr(gc.specs, "for_active_device", lambda: gc.specs.lookup("H100-SXM"))
     assert ch4.model_gpu().key == "H100-SXM"
     assert ch4.model_gpu("T4").key == "T4"
-    assert ch4.recommend_block_size("T4") == ch4.recommend_block_size(gc.specs.lookup("T4"))
+    assert block_size.recommend_block_size("T4") == block_size.recommend_block_size(gc.specs.lookup("T4"))
 
 
 def test_the_block_sizes_and_the_divergence_launch_have_one_home():
+    """The sweep and the slider share kernels.BLOCK_SIZES; the chapter and its checker keep no
+    copy of what the kernel homes hold (launch grids, coefficients) or of device.on_gpu."""
     import inspect
 
     from gpucourse import kernels, widgets
     from gpucourse.check import ch4 as c4
-    from gpucourse.kernels import divergence
 
-    assert ch4.BLOCK_SIZES is kernels.BLOCK_SIZES
+    sweep_default = inspect.signature(ch4.block_size_sweep).parameters["block_sizes"].default
+    assert sweep_default is kernels.BLOCK_SIZES
     slider = inspect.signature(widgets.block_size_slider).parameters["values"]
     assert slider.default is kernels.BLOCK_SIZES
-    assert ch4.divergence_grid is c4.divergence_grid is divergence.divergence_grid
-    assert c4.BRANCH_COEFS == tuple(ch4._COEF.values()) == divergence.COEFS
+    copies = {"BLOCK_SIZES", "on_gpu", "divergence_grid", "_COEF", "COEFS", "BRANCH_COEFS",
+              "divergence_reference", "divergence_error_bound", "branch_error_bound",
+              "reduction_error_bound", "run_reduce", "_reduce_launch"}
+    for module in (ch4, c4, warp_divergence, stream_overlap, reduce_ladder):
+        assert not copies & set(vars(module)), (module.__name__, copies & set(vars(module)))
+    for n, block in ((1, 64), (1000 + 3, 128), (4099, 256)):
+        for v in divergence_cu.VERSIONS:
+            assert divergence_cu.launch(v, n, block).grid == divergence_cu.divergence_grid(n, block)

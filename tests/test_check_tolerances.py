@@ -12,6 +12,8 @@ import torch
 
 from gpucourse import check, models
 from gpucourse.check import ch1 as c1, ch2 as c2, ch3 as c3, ch4 as c4, ch5 as c5
+from gpucourse.kernels import divergence as divergence_cu
+from gpucourse.kernels import reduce as reduce_cu
 
 U = models.U32
 F32 = np.float32
@@ -84,7 +86,7 @@ def test_signs_data_sum_exactly_in_every_order():
         x = check.random_array(n, F32, seed=3 * n, kind="signs")
         assert set(np.unique(x)) <= {-1.0, 1.0} and (n == 1 or np.unique(x).size == 2)
         want = float(np.sum(x, dtype=np.float64))
-        assert c4.reduction_error_bound(x) == 0
+        assert reduce_cu.tolerance(x) == 0
         for name, order in ORDERS.items():
             assert order(x) == want, (n, name)
 
@@ -187,11 +189,11 @@ def test_average_bound_covers_every_float32_way_to_average(p):
 def test_branch_bound_covers_fused_and_unfused_steps(n):
     k = 5
     x = check.random_array(n, F32, seed=n, kind="uniform")
-    want = c4._branch_reference(x, k)
+    want = divergence_cu.reference(x, k)
     even = np.arange(n) % 2 == 0
-    (a0, b0), (a1, b1) = c4.BRANCH_COEFS
+    (a0, b0), (a1, b1) = divergence_cu.COEFS
     a, b = np.where(even, F32(a0), F32(a1)), np.where(even, F32(b0), F32(b1))
-    bound = c4.branch_error_bound(x, k)
+    bound = divergence_cu.tolerance(x, k)
     for fused in (False, True):
         v = x.copy()
         for _ in range(k):
@@ -199,7 +201,7 @@ def test_branch_bound_covers_fused_and_unfused_steps(n):
         assert np.all(np.abs(v - want) <= bound), fused
     assert bound < 1e-5  # tighter than the old fixed tolerance, and still derived
     # an element given the other branch is caught
-    swapped = c4._branch_reference(np.concatenate([[F32(0)], x]), k)[1:]
+    swapped = divergence_cu.reference(np.concatenate([[F32(0)], x]), k)[1:]
     if n > 1:
         assert not np.all(np.abs(swapped - want) <= bound)
 
@@ -210,7 +212,7 @@ def test_branch_bound_covers_fused_and_unfused_steps(n):
 def test_reduction_bound_covers_every_order_on_the_checkers_mixed_data(n):
     x = check.random_array(n, F32, seed=3 * n)  # the checker's non-uniform data
     want = float(np.sum(x, dtype=np.float64))
-    tol = c4.reduction_error_bound(x)
+    tol = reduce_cu.tolerance(x)
     for name, order in ORDERS.items():
         assert abs(order(x) - want) <= tol, name
     for block in c4.REDUCE_BLOCKS:
@@ -229,8 +231,8 @@ def test_the_old_reduction_tolerance_failed_a_correct_sum_the_bound_holds():
     scale = float(np.sum(np.abs(x), dtype=np.float64))
     err = abs(sequential(x) - want)
     assert err > 2e-6 * scale + 1e-6  # the old tolerance
-    assert err <= c4.reduction_error_bound(x)
-    assert abs(pairwise(x) - want) <= c4.reduction_error_bound(x)
+    assert err <= reduce_cu.tolerance(x)
+    assert abs(pairwise(x) - want) <= reduce_cu.tolerance(x)
 
 
 # --------------------------------------------------------------------------- 5.1 tiled matmul
@@ -288,13 +290,11 @@ def test_chain_tolerance_covers_fused_and_unfused_float32(i, n):
 def test_affine_steps_bound_is_chapter_4s_divergence_bound():
     """models.affine_steps_error_bound is the divergence kernels' bound, one branch at a time,
     so that checkers (which never import experiments) can use it."""
-    from gpucourse.experiments import ch4
-
     for n, k in ((1, 6), (1003, 5), (4096, 1000)):
         x = check.random_array(n, F32, seed=n, kind="uniform")
         top = float(np.max(np.abs(x)))
-        ours = max(models.affine_steps_error_bound(top, a, b, k) for a, b in ch4._COEF.values())
-        assert ours == pytest.approx(ch4.divergence_error_bound(x, k), rel=1e-12)
+        ours = max(models.affine_steps_error_bound(top, a, b, k) for a, b in divergence_cu.COEFS)
+        assert ours == pytest.approx(divergence_cu.tolerance(x, k), rel=1e-12)
     assert models.affine_steps_error_bound(1.0, 0.5, 1.0, 0) == 0  # no step, no rounding
     with pytest.raises(models.ModelInputError, match="below 1"):
         models.affine_steps_error_bound(1.0, 1.5, 0.0, 3)

@@ -193,8 +193,12 @@ def _reference_figures(results: dict, monkeypatch, only_references: bool = False
     from gpucourse.plot import ch0 as p0, ch1 as p1, ch2 as p2, ch3 as p3, ch4 as p4
     from gpucourse.plot import ch5 as p5, ch6 as p6
 
-    for name in ("check_saxpy", "check_divergence", "check_histogram"):  # kernels: tested elsewhere
-        monkeypatch.setattr(ch4, name, lambda *a, **k: 0)
+    from gpucourse.experiments.ch4 import atomics, block_size, reduce_ladder, warp_divergence
+    from gpucourse.kernels import reduce as reduce_cu
+
+    for module, name in ((block_size, "check_saxpy"), (warp_divergence, "check_divergence"),
+                         (atomics, "check_histogram")):  # kernels: tested elsewhere
+        monkeypatch.setattr(module, name, lambda *a, **k: 0)
     r = results
     shown = []
 
@@ -236,8 +240,8 @@ def _reference_figures(results: dict, monkeypatch, only_references: bool = False
     shown.append(_draws_literally(p4.block_size_figure(ch4.block_size_point(256, sweep))))
     shown.append(_draws_literally(p4.divergence_figure(ch4.divergence(n=1 << 12))))
     shown.append(_draws_literally(p4.histogram_figure(ch4.histogram(n=1 << 12, check_first=False))))
-    red = p4.reduction_reference_figure({"versions": ch4.reduce_versions(),
-                                         "reference": ch4.reduction_references()})
+    red = p4.reduction_reference_figure({"versions": list(reduce_cu.VERSIONS),
+                                         "reference": reduce_ladder.reduction_references()})
     if not hasattr(red, "savefig"):  # a Note: no reference run has the ladder
         red = p4.reduction_figure({"copy": {"gbps": 30.0, "label": "dot $^$"}, "n": 1 << 20,
                                    "device": ODD_NAME, "cpu_measured": [

@@ -11,15 +11,19 @@ if not gc.device.is_cuda() or not gc.device.cupy_works():
     pytest.skip("needs a CUDA GPU with CuPy", allow_module_level=True)
 
 from gpucourse.experiments import ch4  # noqa: E402
+from gpucourse.experiments.ch4 import (atomics, block_size, reduce_ladder,  # noqa: E402
+                                       stream_overlap, warp_divergence)
+from gpucourse.kernels import BLOCK_SIZES  # noqa: E402
+from gpucourse.kernels import reduce as reduce_cu  # noqa: E402
 from gpucourse.plot import ch4 as plot4  # noqa: E402
 
 
 def test_kernels_on_the_gpu_match_the_references():
-    assert ch4.check_saxpy(block_sizes=ch4.BLOCK_SIZES) == 3 * 2 * len(ch4.BLOCK_SIZES)
-    assert ch4.check_divergence() > 0
-    assert ch4.check_histogram() > 0
-    assert ch4.check_reduce() == 5 * len(ch4.reduce_versions())
-    ch4.check_streams_kernel()
+    assert block_size.check_saxpy(block_sizes=BLOCK_SIZES) == 3 * 2 * len(BLOCK_SIZES)
+    assert warp_divergence.check_divergence() > 0
+    assert atomics.check_histogram() > 0
+    assert reduce_ladder.check_reduce() == 5 * len(reduce_cu.VERSIONS)
+    stream_overlap.check_streams_kernel()
 
 
 def test_block_size_sweep_measures():

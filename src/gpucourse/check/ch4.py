@@ -11,17 +11,22 @@ import re
 
 import numpy as np
 
-from .. import models, precision, specs
+from .. import models, specs
 from ..emulator import racecheck
 from ..emulator.source import strip_comments
-from ..kernels.divergence import COEFS, divergence_grid
-from ..models import ceil_div
+from ..kernels import divergence as divergence_cu
+from ..kernels import histogram as histogram_cu
+from ..kernels import reduce as reduce_cu
+from ..models import WARP_SIZE
 from .compare import random_array, rng
 from .lab import (Exercise, callable_answer, learner_kernel, learner_module, number_answer,
                   run_learner_kernel, text_answer, whole_answer)
 
-NBINS = 256
-WARP = 32
+#: The launch a learner's kernel gets: that of the course's version it rewrites (one thread
+#: per element for the block sum, per value for the histogram, whole warp pairs for branches).
+BRANCH_LIKE = "divergence_v2_per_warp"
+REDUCE_LIKE = "reduce_v3_warp_shuffle"
+HISTOGRAM_LIKE = "histogram_v2_shared_privatized"
 
 
 def _code(source: str) -> str:
@@ -69,9 +74,10 @@ def check_launch_config(choose, number: str = "4.1",
                                         f"choose(...) for {case} returned a {what} that is",
                                         f"{what} size")
                            for v, what in zip(got, ("grid", "block")))
-            assert block % WARP == 0 and 32 <= block <= 1024, (
+            assert block % WARP_SIZE == 0 and 32 <= block <= 1024, (
                 f"block {block} for {case}: use a multiple of 32 between 32 and 1024, or the "
-                f"last warp of every block runs with {WARP - block % WARP} of its lanes idle.")
+                f"last warp of every block runs with {WARP_SIZE - block % WARP_SIZE} of its lanes "
+                "idle.")
             cc = specs.lookup(gpu).cc
             try:
                 occ = models.occupancy(cc, block, regs, smem)
@@ -120,27 +126,6 @@ extern "C" __global__ void no_divergence(const float* x, float* y, int n, int k)
 """
 
 
-#: (a, b) of branch_a and branch_b: each step is v <- a*v + b.
-BRANCH_COEFS = COEFS  # moved: kernels.divergence
-
-
-def _branch_reference(x: np.ndarray, k: int) -> np.ndarray:
-    y = x.astype(np.float64).copy()
-    even = np.arange(x.size) % 2 == 0
-    (a0, b0), (a1, b1) = BRANCH_COEFS
-    a, b = np.where(even, a0, a1), np.where(even, b0, b1)
-    for _ in range(k):
-        y = a * y + b
-    return y
-
-
-def branch_error_bound(x: np.ndarray, k: int) -> float:
-    """Largest float32 error of k steps of either branch from the values ``x``, in any compiled
-    form (fmaf or a multiply and an add): precision.affine_steps_error_bound of the worse branch."""
-    top = float(np.max(np.abs(x), initial=0.0))
-    return max(precision.affine_steps_error_bound(top, a, b, k) for a, b in BRANCH_COEFS)
-
-
 def check_no_divergence(source: str, number: str = "4.2",
                         title: str = "every warp takes one branch") -> None:
     """Kernel ``no_divergence(x, y, n, k)`` calling ``branch_a``/``branch_b``: right results, each warp on one branch, each element computed once."""
@@ -155,14 +140,14 @@ def check_no_divergence(source: str, number: str = "4.2",
         real = learner_kernel(BRANCHES + source, "no_divergence.cu", "no_divergence")
         for n in (1, 63, 64, 65, 1000 + 3, 4099):
             x = random_array(n, np.float32, seed=n, kind="uniform")
-            want = _branch_reference(x, k)
+            want, tol = divergence_cu.reference(x, k), divergence_cu.tolerance(x, k)
             for block in (64, 128, 256):
                 y = np.full(n, np.nan, np.float32)
+                shape = divergence_cu.launch(BRANCH_LIKE, n, block)
                 # race_check: a load before the bounds test reads past x (named by line)
-                run_learner_kernel(real, (divergence_grid(n, block),), (block,),
-                                   (x, y, np.int32(n), np.int32(k)), what=f"n={n}, block {block}",
-                                   race_check=True)
-                bad = np.flatnonzero(~(np.abs(y - want) <= branch_error_bound(x, k)))  # NaN too
+                run_learner_kernel(real, (shape.grid,), (block,), divergence_cu.args(x, y, n, k),
+                                   what=f"n={n}, block {block}", race_check=True)
+                bad = np.flatnonzero(~(np.abs(y - want) <= tol))  # NaN too
                 if bad.size:
                     i = int(bad[0])
                     raise AssertionError(
@@ -177,7 +162,7 @@ def check_no_divergence(source: str, number: str = "4.2",
         n, block = 1000 + 3, 128
         y = np.full(n, np.nan, np.float32)
         x = random_array(n, np.float32, seed=1, kind="uniform")
-        traced((divergence_grid(n, block),), (block,), (x, y, np.int32(n), np.int32(k)))
+        divergence_cu.launch(BRANCH_LIKE, n, block).run(traced, divergence_cu.args(x, y, n, k))
         traced_mod.gc_read_branch_calls((1,), (32,), (calls,))
         assert calls.sum() == n, (
             f"branch_a and branch_b were called {int(calls.sum())} times for {n} elements: "
@@ -186,7 +171,7 @@ def check_no_divergence(source: str, number: str = "4.2",
         branch = np.where(y > 0, 0, 1)
         warps: dict[int, list[int]] = {}
         for t, b in zip(thread, branch):
-            warps.setdefault(int(t) // WARP, [0, 0])[b] += 1
+            warps.setdefault(int(t) // WARP_SIZE, [0, 0])[b] += 1
         diverged = {w: c for w, c in warps.items() if c[0] and c[1]}
         if diverged:
             w, c = next(iter(diverged.items()))
@@ -204,36 +189,22 @@ REDUCE_SIZES = (1, 31, 32, 33, 100, 1000 + 1, 65_537)
 REDUCE_BLOCKS = (32, 96, 256, 1024)
 
 
-def reduction_error_bound(x: np.ndarray) -> float:
-    """How far a correct float32 sum of ``x`` may lie from the exact one, in any order.
-
-    Blocks, warps and atomics may add the terms in any order, so a term can pass through up
-    to n roundings: gamma_n * sum|x| (precision.sum_error_bound). Integers whose sum of
-    magnitudes is below 2^24 (the +-1 data) have integer partial sums that float32 holds
-    exactly: 0.
-    """
-    x64 = np.asarray(x, dtype=np.float64)
-    scale = float(np.sum(np.abs(x64)))
-    if np.all(x64 == np.round(x64)) and scale < 2.0 ** 24:
-        return 0.0
-    return precision.sum_error_bound(max(1, x64.size), scale)
-
-
 def _check_block_sum(kern, x: np.ndarray, block: int, race_check: bool) -> None:
-    """One launch of the learner's warp_reduce on ``x``: its sum within reduction_error_bound.
-    Without the race check it runs in this process, as the checker's last launch of a kernel
+    """One launch of the learner's warp_reduce on ``x``: its sum within kernels.reduce.tolerance
+    (any order). Without the race check it runs in this process, as the checker's last launch of a kernel
     that already ran in child processes (an index out of bounds still stops it, named)."""
     n = x.size
     out = np.zeros(1, np.float32)
-    run_learner_kernel(kern, (ceil_div(n, block),), (block,), (x, out, np.int32(n)),
+    shape = reduce_cu.launch(REDUCE_LIKE, n, block=block)
+    run_learner_kernel(kern, (shape.grid,), (block,), (x, out, np.int32(n)),
                        race_check=race_check, isolate=race_check, what=f"n={n}, block {block}")
     got = float(out[0])
     assert np.isfinite(got), (
         f"n={n}, block {block}: the sum is {got}: something was read that was never "
         "written, e.g. warp_totals entries of warps the block does not have (read "
         "them only for lane < blockDim.x / 32), or a lane outside the shuffle's mask.")
-    want = float(np.sum(x.astype(np.float64)))
-    tol = reduction_error_bound(x)
+    want = reduce_cu.reference(x)
+    tol = reduce_cu.tolerance(x)
     data = ("+1 and -1 values, whose float32 sum is exact in any order" if tol == 0 else
             f"mixed values: tolerance {tol:.3g}, the float32 rounding of {n} terms in any order")
     if tol > 0:  # it ran right on +1/-1 data of this size just before
@@ -285,17 +256,19 @@ def check_private_histogram(source: str, number: str = "4.4",
         code = _code(source)
         assert "__shared__" in code, "count into a __shared__ array of NBINS bins first."
         kern = learner_kernel(source, "histogram_private.cu", "histogram_private",
-                              defines={"NBINS": NBINS})
+                              defines={"NBINS": histogram_cu.NBINS})
         cases = [(1, 1.0), (33, 0.0), (4099, 1.0), (4099, 0.0), (300_007, 1.0)]
         for n, skew in cases:
             g = rng(n)
             skewed = random_array(n, np.int32, seed=n, kind="skewed")
-            uniform = g.integers(0, NBINS, n).astype(np.int32)
+            uniform = g.integers(0, histogram_cu.NBINS, n).astype(np.int32)
             data = np.where(g.random(n) < skew, skewed, uniform).astype(np.int32)
-            want = np.bincount(data, minlength=NBINS).astype(np.uint32)
-            launches = [(2, 64), (3, 100), (ceil_div(n, 256), 256)] if n < 10_000 else [(2, 256)]
+            want = histogram_cu.reference(data)
+            # few blocks that loop, blocks that are not whole warps, one thread per value
+            one_each = histogram_cu.launch(HISTOGRAM_LIKE, n, 256).grid
+            launches = [(2, 64), (3, 100), (one_each, 256)] if n < 10_000 else [(2, 256)]
             for grid, block in launches:
-                bins = np.zeros(NBINS, np.uint32)
+                bins = np.zeros(histogram_cu.NBINS, np.uint32)
                 run_learner_kernel(kern, (grid,), (block,), (data, bins, np.int32(n)),
                                    race_check=True, what=f"{'skewed' if skew else 'uniform'} "
                                                          f"n={n}, grid {grid}, block {block}")

@@ -58,7 +58,7 @@ def run(version: str, x, n: int, out=None, sm_count: int | None = None):
 
 def reference(x) -> float:
     """The sum of ``x`` (a host array) in float64."""
-    return float(np.sum(np.asarray(x), dtype=np.float64))
+    return float(np.sum(np.asarray(x, dtype=np.float64)))
 
 
 def depth(version: str, shape: Launch, n: int) -> int:

@@ -8,6 +8,7 @@ from matplotlib.figure import Figure
 
 from ..bench import Timing, Timings
 from ..display import Note
+from ..experiments.ch4 import sweep_point
 from . import (CEILING, MEASURED, MODEL, NAIVE, OPTIMIZED, PALETTE, REFERENCE, ladder,
                legend_below, new_figure, same_gpu, sweep, timeline, title)
 
@@ -367,12 +368,10 @@ def reduction_reference_figure(result: dict):
 
 def figures(results: dict) -> dict:
     """Every figure of chapter 4 from ``experiments.ch4.run_all`` results."""
-    from ..experiments import ch4
-
     sweep_res = results["block_size_sweep"]
     shown = min(sweep_res["block_sizes"] or [sweep_res["recommended"]],
                 key=lambda b: abs(b - sweep_res["recommended"]))
-    point = {**sweep_res, "point": ch4.sweep_point(sweep_res, shown)}
+    point = {**sweep_res, "point": sweep_point(sweep_res, shown)}
     figs = {"block_size": block_size_figure(point),
             "divergence": divergence_figure(results["divergence"]),
             "streams": streams_figure(results["streams"]),
