@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 
 from gpucourse import check
-from gpucourse.experiments import ch3
+from gpucourse.experiments.ch3 import bounds, data
 
 
 def _grads(blocks, x, y, dtype, parts=1, order=None, threads=1, total=None):
@@ -23,15 +23,15 @@ def _grads(blocks, x, y, dtype, parts=1, order=None, threads=1, total=None):
         if order is not None:
             x, y = x[order], y[order]
         for xs, ys in zip(x.tensor_split(parts), y.tensor_split(parts)):
-            ch3.loss_sum(model(xs.to(dtype)), ys.to(dtype), total or x.numel()).backward()
+            data.loss_sum(model(xs.to(dtype)), ys.to(dtype), total or x.numel()).backward()
         return [p.grad.double().numpy() for p in model.parameters()]
     finally:
         torch.set_num_threads(before)
 
 
 def _case(width, depth, rows, seed=0):
-    blocks = ch3.mlp_blocks(width, depth, seed)
-    x, y = ch3.batch(rows, width, seed)
+    blocks = data.mlp_blocks(width, depth, seed)
+    x, y = data.batch(rows, width, seed)
     return blocks, x, y, _grads(blocks, x, y, torch.float64)
 
 
@@ -41,13 +41,13 @@ def _orders(rows):
             (3, torch.arange(rows - 1, -1, -1), 2)]
 
 
-@pytest.mark.parametrize("width, depth, rows", [(ch3.CHECK_WIDTH, ch3.CHECK_DEPTH, 74),
-                                                (ch3.CHECK_WIDTH, ch3.PIPE_DEPTH, 31)])
+@pytest.mark.parametrize("width, depth, rows", [(data.CHECK_WIDTH, data.CHECK_DEPTH, 74),
+                                                (data.CHECK_WIDTH, data.PIPE_DEPTH, 31)])
 def test_the_gradient_bound_holds_in_float32_for_every_order(width, depth, rows):
     """The analysis itself: float32 gradients, computed in five different orders, all lie
     within the float32 bound of the float64 ones (the bound is a worst case, so far wider)."""
     blocks, x, y, ref = _case(width, depth, rows)
-    bound = ch3.mlp_grad_bound(blocks, x.double(), y.double(), 1 / x.numel(), ch3.U32)
+    bound = bounds.mlp_grad_bound(blocks, x.double(), y.double(), 1 / x.numel(), bounds.U32)
     for parts, order, threads in _orders(rows):
         got = _grads(blocks, x, y, torch.float32, parts, order, threads)
         for g, w, b in zip(got, ref, bound):
@@ -56,25 +56,25 @@ def test_the_gradient_bound_holds_in_float32_for_every_order(width, depth, rows)
 
 @pytest.mark.parametrize("rows", [31, 4096])  # 4096: make gpu-check's pipeline batch
 def test_float64_micro_batches_pass_the_pipeline_check_in_any_order(rows):
-    blocks, x, y, ref = _case(ch3.CHECK_WIDTH, ch3.PIPE_DEPTH, rows)
+    blocks, x, y, ref = _case(data.CHECK_WIDTH, data.PIPE_DEPTH, rows)
     bound = [b.numpy() for b in
-             ch3.mlp_grad_bound(blocks, x.double(), y.double(), 1 / x.numel(), ch3.U64)]
+             bounds.mlp_grad_bound(blocks, x.double(), y.double(), 1 / x.numel(), bounds.U64)]
     names = [f"tensor {i}" for i in range(len(ref))]
     orders = _orders(rows)
     if rows > 1000:  # one row per micro-batch would take long: 8 micro-batches stand in
         orders = [(8, None, 1)] + orders[3:4]
     for parts, order, threads in orders:
         got = _grads(blocks, x, y, torch.float64, parts, order, threads)
-        ch3._check_grads(got, ref, bound, names, "pipeline", "why")
+        bounds._check_grads(got, ref, bound, names, "pipeline", "why")
 
 
 @pytest.mark.parametrize("mistake", ["a lost micro-batch", "no division by the micro-batches",
                                      "one micro-batch's gradient counted twice"])
 def test_the_pipeline_check_catches_mistakes_in_every_tensor(mistake):
     rows = 64
-    blocks, x, y, ref = _case(ch3.CHECK_WIDTH, ch3.PIPE_DEPTH, rows)
+    blocks, x, y, ref = _case(data.CHECK_WIDTH, data.PIPE_DEPTH, rows)
     bound = [b.numpy() for b in
-             ch3.mlp_grad_bound(blocks, x.double(), y.double(), 1 / x.numel(), ch3.U64)]
+             bounds.mlp_grad_bound(blocks, x.double(), y.double(), 1 / x.numel(), bounds.U64)]
     if mistake == "a lost micro-batch":  # the last of 4
         got = _grads(blocks, x[:48], y[:48], torch.float64, parts=3, total=x.numel())
     elif mistake == "no division by the micro-batches":
@@ -84,20 +84,20 @@ def test_the_pipeline_check_catches_mistakes_in_every_tensor(mistake):
         got = [g + f for g, f in zip(ref, first)]
     for i, (g, w, b) in enumerate(zip(got, ref, bound)):
         with pytest.raises(AssertionError, match="do not add up to the whole batch"):
-            ch3._check_grads([g], [w], [b], [f"tensor {i}"], "stage 0",
-                             "the micro-batches do not add up to the whole batch")
+            bounds._check_grads([g], [w], [b], [f"tensor {i}"], "stage 0",
+                                "the micro-batches do not add up to the whole batch")
 
 
 def test_a_ddp_gradient_of_one_shard_is_rejected():
-    blocks, x, y, ref = _case(ch3.CHECK_WIDTH, ch3.CHECK_DEPTH, 74)
+    blocks, x, y, ref = _case(data.CHECK_WIDTH, data.CHECK_DEPTH, 74)
     bound = [b.numpy() for b in
-             ch3.mlp_grad_bound(blocks, x.double(), y.double(), 1 / x.numel(), ch3.U64)]
-    names = [n for n, _ in ch3.mlp(ch3.CHECK_WIDTH, ch3.CHECK_DEPTH).named_parameters()]
+             bounds.mlp_grad_bound(blocks, x.double(), y.double(), 1 / x.numel(), bounds.U64)]
+    names = [n for n, _ in data.mlp(data.CHECK_WIDTH, data.CHECK_DEPTH).named_parameters()]
     shard = _grads(blocks, x[:37], y[:37], torch.float64)  # its shard's mean, not the average
     with pytest.raises(AssertionError, match=r"DDP gradient on rank 1: 0\.0\.weight differs "
                                              r"from the full-batch gradient at \(\d+, \d+\)"):
-        ch3._check_grads(shard, ref, bound, names, "DDP gradient on rank 1",
-                         "DDP did not average the shards' gradients")
+        bounds._check_grads(shard, ref, bound, names, "DDP gradient on rank 1",
+                            "DDP did not average the shards' gradients")
 
 
 def test_a_float32_all_reduce_with_cancellation_passes_and_a_missing_rank_fails():
@@ -109,9 +109,9 @@ def test_a_float32_all_reduce_with_cancellation_passes_and_a_missing_rank_fails(
         got = np.float32(got + t)
     got = np.array([got], dtype=np.float64)
     assert abs(got[0] - terms.sum()) > 1e-5 + 1e-5 * abs(terms.sum())  # the old check failed
-    assert ch3._check_all_reduce(got, terms, "all_reduce") <= 1.0
+    assert bounds._check_all_reduce(got, terms, "all_reduce") <= 1.0
     with pytest.raises(AssertionError, match="did not sum every rank"):
-        ch3._check_all_reduce(got - np.float32(0.25), terms, "all_reduce")
+        bounds._check_all_reduce(got - np.float32(0.25), terms, "all_reduce")
 
 
 def test_random_all_reduce_data_passes_in_reverse_order_on_many_ranks():
@@ -120,5 +120,5 @@ def test_random_all_reduce_data_passes_in_reverse_order_on_many_ranks():
     got = np.zeros(n, dtype=np.float32)
     for t in reversed(terms):
         got += t.astype(np.float32)
-    ratio = ch3._check_all_reduce(got.astype(np.float64), terms, "all_reduce")
+    ratio = bounds._check_all_reduce(got.astype(np.float64), terms, "all_reduce")
     assert 0 < ratio <= 1.0

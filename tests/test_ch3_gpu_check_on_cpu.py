@@ -8,6 +8,7 @@ import pytest
 from fakecuda.testing import (assert_jsonable, assert_threshold, thresholds_printed,
                               with_arguments)
 from gpucourse.experiments import ch3
+from gpucourse.experiments.ch3 import headless  # where gpu_check finds the experiments
 
 SMALL = {"ddp_scaling": {"per_worker": 64, "samples": 2}, "allreduce_sweep": {"samples": 2},
          "pipeline": {"rows": 256, "samples": 1}}
@@ -18,7 +19,7 @@ def result():
     mp = pytest.MonkeyPatch()
     try:
         for name, sizes in SMALL.items():
-            with_arguments(mp, ch3, name, **sizes)
+            with_arguments(mp, headless, name, **sizes)
         yield ch3.gpu_check(backend="gloo")
     finally:
         mp.undo()

@@ -6,6 +6,7 @@ import pytest
 
 from gpucourse import bench
 from gpucourse.experiments import ch3
+from gpucourse.experiments.ch3 import pipelining
 from gpucourse.plot import ch3 as p3
 
 DEV = "test CPU"
@@ -28,14 +29,14 @@ def results():
     ev = [("forward", 0.0, 0.01), ("backward", 0.01, 0.03), ("all-reduce bucket 0", 0.02, 0.035),
           ("wait + optimizer", 0.03, 0.04)]
     tl = ch3.DDPTimeline([ev, ev], 1.0, [4_000_000], T("step", 0.04), 2, "gloo", DEV, 4_000_000)
-    runs = [ch3.PipelineRun(1, T("1 micro-batch", 0.06),
-                            [[(0, "forward", 0, .01), (0, "backward", .03, .05)],
-                             [(0, "forward", .01, .02), (0, "backward", .02, .03)]]),
-            ch3.PipelineRun(2, T("2 micro-batches", 0.045),
-                            [[(0, "forward", 0, .005), (1, "forward", .005, .01),
-                              (1, "backward", .02, .03), (0, "backward", .03, .04)],
-                             [(0, "forward", .005, .01), (1, "forward", .01, .015),
-                              (1, "backward", .015, .025), (0, "backward", .025, .035)]])]
+    runs = [pipelining.PipelineRun(1, T("1 micro-batch", 0.06),
+                                   [[(0, "forward", 0, .01), (0, "backward", .03, .05)],
+                                    [(0, "forward", .01, .02), (0, "backward", .02, .03)]]),
+            pipelining.PipelineRun(2, T("2 micro-batches", 0.045),
+                                   [[(0, "forward", 0, .005), (1, "forward", .005, .01),
+                                     (1, "backward", .02, .03), (0, "backward", .03, .04)],
+                                    [(0, "forward", .005, .01), (1, "forward", .01, .015),
+                                     (1, "backward", .015, .025), (0, "backward", .025, .035)]])]
     pipe = ch3.Pipeline(2, 90, runs, [100, 100], 200, [[0, 4], [4, 8]], [None, None], "gloo", DEV)
     return {"scaling": scaling, "sweep": sweep, "buck": buck, "tl": tl, "pipe": pipe}
 

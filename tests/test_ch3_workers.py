@@ -7,6 +7,7 @@ import ipaddress
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 
@@ -18,6 +19,8 @@ from gpucourse.check import ch3 as c3
 from gpucourse.check import expect_failure
 from gpucourse.errors import CourseError
 from gpucourse.experiments import ch3
+from gpucourse.experiments.ch3 import allreduce, tasks, torchrun, worker
+from gpucourse.experiments.ch3 import pool as ch3_pool  # `pool` is the shared group's fixture
 
 
 @pytest.fixture(scope="module")
@@ -130,15 +133,15 @@ def test_scaling_and_allreduce_sweep(pool):
 
 def test_fit_latency_bandwidth_recovers_a_line():
     sizes = [1e3, 1e4, 1e5, 1e6, 1e7]
-    lat, bw = ch3.fit_latency_bandwidth(sizes, [2e-5 + n / 3e9 for n in sizes])
+    lat, bw = allreduce.fit_latency_bandwidth(sizes, [2e-5 + n / 3e9 for n in sizes])
     assert lat == pytest.approx(2e-5, rel=1e-6) and bw == pytest.approx(3e9, rel=1e-6)
 
 
 def test_bucket_indices_follow_backward_order():
-    assert ch3.bucket_indices([4, 4, 4, 4], 0) == [[3], [2], [1], [0]]
-    assert ch3.bucket_indices([4, 4, 4, 4], 8) == [[3, 2], [1, 0]]
-    assert ch3.bucket_indices([4, 100, 4], 8) == [[2], [1], [0]]
-    assert ch3.bucket_indices([1, 2, 3], 1e9) == [[2, 1, 0]]
+    assert tasks.bucket_indices([4, 4, 4, 4], 0) == [[3], [2], [1], [0]]
+    assert tasks.bucket_indices([4, 4, 4, 4], 8) == [[3, 2], [1, 0]]
+    assert tasks.bucket_indices([4, 100, 4], 8) == [[2], [1], [0]]
+    assert tasks.bucket_indices([1, 2, 3], 1e9) == [[2, 1, 0]]
 
 
 def test_bucketing_checks_then_times(pool):
@@ -210,14 +213,14 @@ def test_a_task_error_names_the_rank_and_stops_the_group(pool):
                 p.grad /= WORLD  # noqa: F821  (defined in a notebook, not in the worker)
 
     t0 = time.monotonic()
-    with pytest.raises(ch3.WorkerError, match=r"rank 1 failed .* NameError: .*only torch, dist, "
-                                              r"nn, np, math and time") as info:
+    with pytest.raises(worker.WorkerError, match=r"rank 1 failed .* NameError: .*only torch, "
+                                                 r"dist, nn, np, math and time") as info:
         ch3.try_average_gradients(uses_a_global_on_rank_1, pool)
     assert info.value.rank == 1 and "Traceback" in info.value.worker_traceback
     assert time.monotonic() - t0 < 10
     assert pool.closed and not any(proc.is_alive() for proc in pool._procs)
     with pytest.raises(CourseError, match="stopped"):
-        pool.run(ch3._task_hello)
+        pool.run(tasks._task_hello)
 
 
 def test_a_killed_worker_gives_a_clear_error_not_a_hang():
@@ -225,8 +228,8 @@ def test_a_killed_worker_gives_a_clear_error_not_a_hang():
         victim = p.pids[1]
         threading.Timer(1.0, os.kill, (victim, signal.SIGKILL)).start()
         t0 = time.monotonic()
-        with pytest.raises(ch3.WorkerDiedError, match=r"rank 1 \(killed by SIGKILL\)") as info:
-            p.run(ch3._task_sleep_collectives, 60.0, timeout_s=30)
+        with pytest.raises(worker.WorkerDiedError, match=r"rank 1 \(killed by SIGKILL\)") as info:
+            p.run(tasks._task_sleep_collectives, 60.0, timeout_s=30)
         assert info.value.ranks == (1,)
         assert time.monotonic() - t0 < 15  # far below the task's 60 s
         assert not any(proc.is_alive() for proc in p._procs)
@@ -235,12 +238,12 @@ def test_a_killed_worker_gives_a_clear_error_not_a_hang():
 def test_a_peer_that_never_joins_times_out_and_is_named():
     with ch3.Workers(2, backend="gloo", collective_timeout_s=2.0) as p:
         t0 = time.monotonic()
-        with pytest.raises(ch3.CollectiveTimeoutError) as info:
-            p.run(ch3._task_skip_collective, 1, timeout_s=60)
+        with pytest.raises(worker.CollectiveTimeoutError) as info:
+            p.run(tasks._task_skip_collective, 1, timeout_s=60)
         assert time.monotonic() - t0 < 20
         err = info.value
         assert err.ranks == (1,) and err.waiting == (0,) and err.rank == 0
-        assert isinstance(err, ch3.WorkerError) and "Timed out" in err.worker_traceback
+        assert isinstance(err, worker.WorkerError) and "Timed out" in err.worker_traceback
         assert str(err).startswith("worker rank 0 waited 2 s in a collective of task "
                                    "'_task_skip_collective' that rank 1 never joined (it finished "
                                    "the task without calling it); make every rank call the same "
@@ -263,7 +266,7 @@ def test_a_collective_timeout_waits_for_late_joiners_and_names_a_busy_rank():
 
     with ch3.Workers(3, backend="gloo", collective_timeout_s=2.0) as p:
         t0 = time.monotonic()
-        with pytest.raises(ch3.CollectiveTimeoutError) as info:
+        with pytest.raises(worker.CollectiveTimeoutError) as info:
             p.run(late_and_busy, timeout_s=60)
         assert time.monotonic() - t0 < 11  # reported before rank 2 is done
         assert info.value.ranks == (2,) and info.value.waiting == (0, 1)
@@ -283,10 +286,10 @@ def test_a_task_error_is_named_before_the_timeouts_it_causes():
         dist.all_reduce(torch.ones(1))
 
     with ch3.Workers(2, backend="gloo", collective_timeout_s=1.0) as p:
-        with pytest.raises(ch3.WorkerError,
+        with pytest.raises(worker.WorkerError,
                            match=r"rank 1 failed .* ValueError: bad shard") as info:
             p.run(fails_on_rank_1, timeout_s=60)
-        assert not isinstance(info.value, ch3.CollectiveTimeoutError)
+        assert not isinstance(info.value, worker.CollectiveTimeoutError)
 
 
 def test_only_a_distributed_timeout_counts_as_a_collective_timeout():
@@ -298,20 +301,20 @@ def test_only_a_distributed_timeout_counts_as_a_collective_timeout():
 
     gloo = RuntimeError("[gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting 2000ms "
                         "for recv operation to complete")
-    assert ch3._is_collective_timeout(raised(gloo))
-    assert not ch3._is_collective_timeout(raised(TimeoutError("timed out")))
-    assert not ch3._is_collective_timeout(raised(RuntimeError("the solver timed out")))
-    assert not ch3._is_collective_timeout(raised(RuntimeError("gloo: connection closed")))
+    assert worker._is_collective_timeout(raised(gloo))
+    assert not worker._is_collective_timeout(raised(TimeoutError("timed out")))
+    assert not worker._is_collective_timeout(raised(RuntimeError("the solver timed out")))
+    assert not worker._is_collective_timeout(raised(RuntimeError("gloo: connection closed")))
 
 
 def test_notebook_functions_travel_as_source_and_lambdas_are_refused():
     def f(model, world_size):
         return world_size
-    kind, name, src = ch3.function_payload(f)
+    kind, name, src = worker.function_payload(f)
     assert kind == "source" and name == "f" and src.startswith("def f(")
-    assert ch3.function_payload(ch3._task_hello)[0] == "ref"
+    assert worker.function_payload(tasks._task_hello)[0] == "ref"
     with pytest.raises(CourseError, match="lambda"):
-        ch3.function_payload(lambda m, w: None)
+        worker.function_payload(lambda m, w: None)
 
 
 def test_bad_worker_counts_are_refused():
@@ -324,20 +327,21 @@ def test_bad_worker_counts_are_refused():
 @pytest.mark.parametrize("experiment", [ch3.ddp_scaling, ch3.allreduce_sweep, ch3.bucketing,
                                         ch3.ddp_timeline, ch3.pipeline])
 def test_zero_samples_is_refused_before_any_worker_starts(experiment, monkeypatch):
-    monkeypatch.setattr(ch3, "_pool", lambda pool: pytest.fail("workers were asked for"))
+    monkeypatch.setattr(sys.modules[experiment.__module__], "_pool",
+                        lambda pool: pytest.fail("workers were asked for"))
     with pytest.raises(CourseError, match="samples=0: use a whole number of at least 1"):
         experiment(2, samples=0)
 
 
 def test_more_cpu_workers_than_the_machine_can_hold_are_refused_before_any_starts(monkeypatch):
-    monkeypatch.setattr(ch3, "_cpu_count", lambda: 2)
+    monkeypatch.setattr(ch3_pool, "_cpu_count", lambda: 2)
     started = []
-    monkeypatch.setattr(ch3, "rendezvous_socket", lambda: started.append(1) or 0)
+    monkeypatch.setattr(ch3_pool, "rendezvous_socket", lambda: started.append(1) or 0)
     with pytest.raises(CourseError, match="use at most 4"):
         ch3.Workers(64, backend="gloo")
     assert not started
-    monkeypatch.setattr(ch3, "_cpu_count", lambda: 16)
-    assert ch3.max_gloo_workers() == 32
+    monkeypatch.setattr(ch3_pool, "_cpu_count", lambda: 16)
+    assert ch3_pool.max_gloo_workers() == 32
 
 
 
@@ -348,22 +352,22 @@ def test_nccl_workers_bind_torch_and_cupy_to_their_local_rank(monkeypatch):
     import types
 
     calls = []
-    monkeypatch.setattr(ch3.torch.cuda, "set_device", lambda i: calls.append(("torch", i)))
+    monkeypatch.setattr(torch.cuda, "set_device", lambda i: calls.append(("torch", i)))
     fake_cupy = types.SimpleNamespace(cuda=types.SimpleNamespace(
         Device=lambda i: types.SimpleNamespace(use=lambda: calls.append(("cupy", i)))))
     monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
-    monkeypatch.setattr(ch3.dist, "init_process_group",
+    monkeypatch.setattr(dist, "init_process_group",
                         lambda **kw: calls.append(("group", kw["backend"], kw.get("device_id"))))
-    monkeypatch.setattr(ch3, "gpu_count", lambda: 4)
-    monkeypatch.setattr(ch3.torch, "set_num_threads", lambda n: None)  # keep this process's
-    monkeypatch.setattr(ch3.dist, "is_nccl_available", lambda: True)
+    monkeypatch.setattr(torchrun, "gpu_count", lambda: 4)
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)  # keep this process's
+    monkeypatch.setattr(dist, "is_nccl_available", lambda: True)
     monkeypatch.setenv("RANK", "5")
     monkeypatch.setenv("WORLD_SIZE", "8")
     monkeypatch.setenv("LOCAL_RANK", "1")
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
-    ctx = ch3._torchrun_context()
+    ctx = torchrun._torchrun_context()
     assert ctx.device == "cuda:1" and ctx.local_rank == 1 and ctx.rank == 5
-    assert calls == [("torch", 1), ("cupy", 1), ("group", "nccl", ch3.torch.device("cuda:1"))]
+    assert calls == [("torch", 1), ("cupy", 1), ("group", "nccl", torch.device("cuda:1"))]
 
 
 def test_the_notebooks_torchrun_command_runs_on_the_cpu(tmp_path):

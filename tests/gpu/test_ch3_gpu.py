@@ -13,6 +13,7 @@ import torch.distributed as dist  # noqa: E402
 
 from gpucourse import device  # noqa: E402
 from gpucourse.experiments import ch3  # noqa: E402
+from gpucourse.experiments.ch3 import pool as ch3_pool  # noqa: E402
 
 if not device.is_cuda():
     pytest.skip("the course runs in CPU mode here (GPUCOURSE_DEVICE=cpu?)", allow_module_level=True)
@@ -30,8 +31,8 @@ def pool():
 
 
 def test_nccl_is_chosen_when_every_worker_has_a_gpu():
-    assert ch3.choose_backend(GPUS) == "nccl"
-    assert ch3.choose_backend(GPUS + 1) == "gloo"
+    assert ch3_pool.choose_backend(GPUS) == "nccl"
+    assert ch3_pool.choose_backend(GPUS + 1) == "gloo"
     assert ch3.max_workers() == GPUS
 
 

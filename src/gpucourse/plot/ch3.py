@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import models, reference
 from ..bench import Timings, format_bytes
+from ..experiments.ch3 import AllReduceSweep, Bucketing, DDPTimeline, Pipeline, Scaling
 from . import CEILING, NAIVE, OPTIMIZED, PALETTE, ladder, new_figure, sweep, title
 
 OP_COLOURS = {"forward": PALETTE[0], "backward": PALETTE[3], "all-reduce": PALETTE[2],
@@ -264,13 +265,11 @@ def explore(result: dict):
 
 def figures(results: dict) -> dict:
     """Every figure of ``experiments.ch3.run_all``'s results."""
-    from ..experiments import ch3 as ex
-
-    sc = ex.Scaling.from_dict(results["scaling"])
-    sw = ex.AllReduceSweep.from_dict(results["allreduce"])
-    bk = ex.Bucketing.from_dict(results["bucketing"])
-    tls = [ex.DDPTimeline.from_dict(d) for d in results["ddp_timelines"]]
-    pp = ex.Pipeline.from_dict(results["pipeline"])
+    sc = Scaling.from_dict(results["scaling"])
+    sw = AllReduceSweep.from_dict(results["allreduce"])
+    bk = Bucketing.from_dict(results["bucketing"])
+    tls = [DDPTimeline.from_dict(d) for d in results["ddp_timelines"]]
+    pp = Pipeline.from_dict(results["pipeline"])
     out = {"concept": concept(), "scaling": scaling(sc), "allreduce": allreduce(sw),
            "bucketing": bucketing(bk, sw), "pipeline": pipeline(pp), "memory": memory(pp)}
     for tl in tls:

@@ -137,9 +137,9 @@ def test_average_gradients_must_use_the_world_size():
     ("for p in model.parameters():\n        dist.all_reduce(p.grad)\n        p.grad /= 2  # world_size", False),
 ])
 def test_a_fixed_divisor_is_told_apart_from_the_world_size(body, reads):
-    from gpucourse.experiments import ch3
+    from gpucourse.experiments.ch3 import lab
 
-    assert ch3._reads_world_size(f"def average_gradients(model, world_size):\n    {body}\n") is reads
+    assert lab._reads_world_size(f"def average_gradients(model, world_size):\n    {body}\n") is reads
 
 
 def test_average_gradients_needs_two_workers():
