@@ -1,6 +1,8 @@
 """Chapter 5 experiments on the CPU at small sizes: every kernel and library path is checked,
 results have the documented shape, ratios (never absolute times) go the expected way."""
 import json
+import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -241,6 +243,17 @@ def test_figures_draw_run_all_shaped_results():
     figs = p5.figures(res)
     assert set(figs) == {"cpu_ladder", "sgemm", "reuse_model", "conv", "sparse", "fusion", "precision"}
     assert all(isinstance(f, Figure) for f in figs.values())
+
+
+def test_the_package_exports_what_the_notebook_the_lab_and_the_tools_call():
+    root = pathlib.Path(__file__).resolve().parent.parent
+    used = {"run_all", "gpu_check"}  # the headless runner and make gpu-check
+    for nb in ("notebooks/05_accelerated_libraries.ipynb", "solutions/05_accelerated_libraries_lab.ipynb"):
+        for cell in json.loads((root / nb).read_text())["cells"]:
+            if cell["cell_type"] == "code":
+                used |= set(re.findall(r"\bch5\.(\w+)", "".join(cell["source"])))
+    assert sorted(ch5.__all__) == sorted(used)
+    assert all(hasattr(ch5, name) for name in used)
 
 
 def test_gpu_check_needs_a_gpu():

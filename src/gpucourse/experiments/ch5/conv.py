@@ -150,6 +150,7 @@ def cudnn_benchmark_mode(shapes=CUDNN_SHAPES, min_time_s: float = 0.05, seed: in
             for i, (n, ci, co, s, k, st) in enumerate(shapes):
                 g = torch.Generator(device=dev).manual_seed(seed + i)
                 w = torch.rand(co, ci, k, k, device=dev, generator=g) - 0.5
+                # ceil(s / st) output rows, ceil((s + 1) / st) columns (odd k, padding k // 2)
                 row = {"shape": f"{n}×{ci}×{s}×{s + 1}, {co} filters {k}×{k}, stride {st}",
                        "flops": 2.0 * n * co * ci * k * k * ceil_div(s, st) * ceil_div(s + 1, st)}
                 for mode, (h, wd) in (("off", (s, s + 1)), ("on", (s + 1, s))):
