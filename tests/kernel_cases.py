@@ -14,7 +14,10 @@ from typing import Callable
 import numpy as np
 
 import gpucourse.kernels as gk
-from gpucourse import models
+from gpucourse.kernels import copy as copy_home
+from gpucourse.kernels import transpose as transpose_home
+from gpucourse.kernels import vector_add as vector_add_home
+from gpucourse.kernels import reduce as reduce_home
 from gpucourse.emulator import empty as poisoned
 
 SIZES = (1, 7, 1000, 4099, 100_003)
@@ -82,28 +85,25 @@ def check_vector_add(b: Backend, k, n: int, block: int, grid: int | None = None)
     x = rng.standard_normal(n, dtype=np.float32)
     y = rng.standard_normal(n, dtype=np.float32) + 2.0
     out = b.empty(n)
-    k(grid or math.ceil(n / block), block, (b.put(x), b.put(y), out, np.int32(n)))
-    np.testing.assert_array_equal(b.get(out), x + y)
+    k(grid or vector_add_home.launch(k.name, n, block).grid, block,
+      (b.put(x), b.put(y), out, np.int32(n)))
+    np.testing.assert_array_equal(b.get(out), vector_add_home.reference(x, y))
 
 
 def check_copy(b: Backend, k, n: int, block: int, stride: int | None = None,
                grid: int | None = None):
     x = _rng(k.name, n, block, stride).standard_normal(n, dtype=np.float32)
     out = b.empty(n)
-    if stride is None:
-        k(grid or math.ceil(n / block), block, (b.put(x), out, np.int32(n)))
-    else:
-        threads = math.ceil(n / stride) * stride
-        k(math.ceil(threads / block), block, (b.put(x), out, np.int32(n), np.int32(stride)))
-    np.testing.assert_array_equal(b.get(out), x)
+    k(grid or copy_home.launch(k.name, n, stride, block).grid, block,
+      copy_home.args(k.name, b.put(x), out, n, stride))
+    np.testing.assert_array_equal(b.get(out), copy_home.reference(x))
 
 
 def check_transpose(b: Backend, k, rows: int, cols: int, tile: int = 32, block_rows: int = 8):
     x = _rng(k.name, rows, cols, tile).standard_normal((rows, cols), dtype=np.float32)
     out = b.empty((cols, rows))
-    grid = (math.ceil(cols / tile), math.ceil(rows / tile))
-    k(grid, (tile, block_rows), (b.put(x), out, np.int32(rows), np.int32(cols)))
-    np.testing.assert_array_equal(b.get(out), x.T)
+    transpose_home.run(k, b.put(x), out, tile, block_rows)
+    np.testing.assert_array_equal(b.get(out), transpose_home.reference(x))
 
 
 def check_reduce(b: Backend, k, n: int, block: int, grid: int | None = None, exact: bool = True):
@@ -115,17 +115,17 @@ def check_reduce(b: Backend, k, n: int, block: int, grid: int | None = None, exa
     else:
         x = rng.standard_normal(n, dtype=np.float32)
     out = b.put(np.zeros(1, np.float32))  # the kernels accumulate into out[0]
-    shared = block * 4 if "shared_tree" in k.name else 0
-    k(grid or math.ceil(n / block), block, (b.put(x), out, np.int32(n)), shared_mem=shared)
-    got, want = float(b.get(out)[0]), float(np.sum(x, dtype=np.float64))
+    shape = reduce_home.launch(k.name, n, block=block)
+    if grid:  # a small grid makes the grid-stride versions loop
+        shape = shape._replace(grid=grid)
+    shape.run(k, (b.put(x), out, np.int32(n)))
+    got, want = float(b.get(out)[0]), reduce_home.reference(x)
     if exact:
         assert got == want, f"{k.name}: sum {got} != {want}"
     else:
         # A term passes through at most three float32 chains, each in any order: its thread's
         # elements, the block's partial sums, the blocks' results (v1: one chain of n atomics).
-        blocks = grid or math.ceil(n / block)
-        depth = n if "atomic" in k.name else math.ceil(n / (blocks * block)) + block + blocks
-        tol = models.sum_error_bound(depth, float(np.sum(np.abs(x), dtype=np.float64)))
+        tol = reduce_home.tolerance(x, k.name, shape)
         assert abs(got - want) <= tol, f"{k.name}: sum {got} != {want} (tolerance {tol:g})"
 
 

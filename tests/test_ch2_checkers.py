@@ -3,6 +3,8 @@ import numpy as np
 import pytest
 import torch
 
+from gpucourse import profiler
+from gpucourse.kernels import transpose
 from gpucourse.check import ch2 as lab
 from gpucourse.check import expect_failure
 
@@ -146,8 +148,10 @@ def test_trace_reports_each_warp_access():
     a = np.arange(64 * 64, dtype=np.float32).reshape(64, 64)
     out = np.full((64, 64), np.nan, np.float32)
     unpadded = SOLUTION.replace("tile[TILE][TILE + 1]", "tile[TILE][TILE]")
-    t = lab.trace_shared_accesses(unpadded, "transpose_padded", (2, 2), (32, 8),
-                                  (a, out, np.int32(64), np.int32(64)), defines=lab.TRANSPOSE_DEFINES)
+    grid, block = transpose.launch_config(64, 64)
+    t = profiler.trace_shared_accesses(unpadded, "transpose_padded", grid, block,
+                                       transpose.args(a, out, 64, 64),
+                                       defines=lab.TRANSPOSE_DEFINES)
     np.testing.assert_array_equal(out, a.T)  # the traced build still computes the transpose
     reads = [acc for acc in t["accesses"] if acc["access"] >= 4]
     assert {acc["ways"] for acc in reads} == {32} and len(reads) == 8 * 4
@@ -157,8 +161,8 @@ def test_trace_reports_each_warp_access():
 def test_trace_refuses_dynamic_shared_memory():
     src = SOLUTION.replace("__shared__ float tile[TILE][TILE + 1];",
                            "extern __shared__ float buf[]; float (*tile)[TILE + 1] = (float (*)[TILE + 1])buf;")
-    with pytest.raises(lab.TraceError, match="static array"):
-        lab.instrument_shared(src)
+    with pytest.raises(profiler.TraceError, match="static array"):
+        profiler.instrument_shared(src)
 
 
 # --------------------------------------------------------------------------- 2.3 pinned loop

@@ -31,6 +31,12 @@ from fakecuda.testing import (all_finite, assert_jsonable, assert_threshold, cap
 from gpucourse import bench, device, kernels, reference, specs
 from gpucourse.errors import CompileError, LaunchError
 from gpucourse.experiments import ch1, ch4
+from gpucourse.experiments.ch1 import common as ch1_common, rooflines as ch1_rooflines
+from gpucourse.experiments.ch1 import strided as ch1_strided
+from gpucourse.experiments.ch2 import transpose as ch2_transpose
+from gpucourse.experiments.ch4 import block_size
+from gpucourse.kernels import divergence as divergence_cu
+from gpucourse.kernels import reduce as reduce_cu
 
 # Tiny problem sizes (the real ones are many times the H200's 60 MiB L2).
 CH1_BUFFER_BYTES = 1 << 18
@@ -41,14 +47,14 @@ CH4_DIVERGENCE_N = 1 << 13
 CH4_STREAMS_BYTES = 1 << 17  # 32 chunks of 1024 floats
 CH4_REDUCTION_N = 1 << 16
 TOOL_N, TOOL_SIDE = 1 << 15, 128
-OFF_GRID_BLOCK = 160  # a block size that ch4.BLOCK_SIZES does not hold
+OFF_GRID_BLOCK = 160  # a block size that kernels.BLOCK_SIZES does not hold
 
 
 def _small_ch1_ch4(mp) -> None:
     """Chapters 1 and 4 at the test's tiny sizes (the code paths stay the real ones)."""
     capped(mp, device, "bandwidth_buffer_bytes", CH1_BUFFER_BYTES)
-    shrink_defaults(mp, ch1.gpu_roofline, matmul_n=CH1_MATMUL_N)
-    capped(mp, ch4, "default_sweep_n", CH4_SWEEP_N)
+    shrink_defaults(mp, ch1_rooflines.gpu_roofline, matmul_n=CH1_MATMUL_N)
+    capped(mp, block_size, "default_sweep_n", CH4_SWEEP_N)
     shrink_defaults(mp, ch4.histogram, n=CH4_HISTOGRAM_N)
     shrink_defaults(mp, ch4.divergence, n=CH4_DIVERGENCE_N)
     shrink_defaults(mp, ch4.streams, nbytes=CH4_STREAMS_BYTES)
@@ -82,15 +88,15 @@ def _assert_ch1_result(r) -> None:
     assert r["timing"]["backend"] == "cuda"
 
     sweep = r["stride_sweep"]
-    assert sweep["strides"] == list(ch1.STRIDES)
-    assert len(sweep["gbps"]) == len(sweep["seconds"]) == len(ch1.STRIDES)
+    assert sweep["strides"] == list(ch1_common.STRIDES)
+    assert len(sweep["gbps"]) == len(sweep["seconds"]) == len(ch1_common.STRIDES)
     assert all_finite(sweep["gbps"]) and all_finite(sweep["seconds"])
     assert set(sweep["coalesced_versions"]) == {"copy_v1_coalesced", "copy_v3_float4"}
     assert sweep["coalesced_kernel"] in sweep["coalesced_versions"]
     assert all_finite(list(sweep["coalesced_versions"].values()))
     assert finite(sweep["ceiling_gbps"]) and finite(sweep["coalesced_gbps"])
     assert sweep["peak_gbps"] == specs.lookup("H200").memory_bandwidth_GBps  # the spec table
-    assert len(sweep["model_gbps"]) == len(ch1.STRIDES)
+    assert len(sweep["model_gbps"]) == len(ch1_common.STRIDES)
     assert sweep["nbytes"] == CH1_BUFFER_BYTES
     assert sweep["l2_bytes"] == fakecuda.PROPERTIES["l2CacheSize"]
 
@@ -115,14 +121,14 @@ def _assert_ch4_result(r) -> None:
         assert_threshold(name, c)
 
     sweep = r["block_sweep"]
-    assert sweep["block_sizes"] == list(ch4.BLOCK_SIZES) and sweep["n"] == CH4_SWEEP_N
-    assert len(sweep["gbps"]) == len(sweep["median_s"]) == len(ch4.BLOCK_SIZES)
+    assert sweep["block_sizes"] == list(kernels.BLOCK_SIZES) and sweep["n"] == CH4_SWEEP_N
+    assert len(sweep["gbps"]) == len(sweep["median_s"]) == len(kernels.BLOCK_SIZES)
     assert all_finite(sweep["gbps"]) and all_finite(sweep["median_s"])
     assert sweep["regs_per_thread"] == fakecuda.NUM_REGS  # read from the "compiled" kernel
     assert isinstance(sweep["recommended"], int)
 
     div = r["divergence"]
-    assert div["versions"] == list(ch4.DIVERGENCE_VERSIONS) and div["n"] == CH4_DIVERGENCE_N
+    assert div["versions"] == list(divergence_cu.VERSIONS) and div["n"] == CH4_DIVERGENCE_N
     assert len(div["median_s"]) == len(div["versions"]) and all_finite(div["median_s"])
 
     hist = r["histogram"]
@@ -142,7 +148,7 @@ def _assert_ch4_result(r) -> None:
 
     red = r["reduction"]
     # torch.sum joins only where PyTorch has CUDA too (not here: this torch is a CPU build)
-    assert red["labels"] == [*ch4.reduce_versions(), "ref: cupy.sum"]
+    assert red["labels"] == [*reduce_cu.VERSIONS, "ref: cupy.sum"]
     assert len(red["gbps"]) == len(red["median_s"]) == len(red["labels"])
     assert all_finite(red["gbps"]) and finite(red["copy_gbps"]) and red["n"] == CH4_REDUCTION_N
     assert_jsonable(r)
@@ -159,7 +165,7 @@ def test_the_fake_gpu_is_seen_as_an_h200(fake_gpu):
     assert info.peak_bandwidth_Bps == pytest.approx(2 * 3_201_000e3 * 6016 / 8)
     assert str(device.banner()).startswith("GPU mode: NVIDIA H200")
     assert specs.for_active_device().key == "H200" and ch1.default_gpu() == "H200"
-    assert ch4.on_gpu() and ch4.gpu_choices() == ["H200"]
+    assert device.on_gpu() and ch4.gpu_choices() == ["H200"]
     x = device.asarray(np.arange(5, dtype=np.float32))
     assert type(x).__module__ == "cupy"
     assert np.array_equal(device.to_host(x), np.arange(5, dtype=np.float32))
@@ -204,7 +210,7 @@ def test_what_the_gpu_checks_record_is_what_the_cpu_figures_read(reference_folde
                     command="python tools/gpu_check.py (fake GPU)")
     assert device.backend() == "cpu"
     assert "coalesced_pct_of_copy = " in ch1.reference_summary()
-    assert ch4._saxpy_regs_without_gpu()[0] == fakecuda.NUM_REGS
+    assert block_size._saxpy_regs_without_gpu()[0] == fakecuda.NUM_REGS
     red = ch4.reduction(n=1 << 12, min_time_s=0.01)
     assert isinstance(plot4.reduction_reference_figure(red), Figure)
 
@@ -227,13 +233,13 @@ def test_gpu_check_tool_runs_chapters_1_and_4_on_the_fake_gpu(fake_gpu, monkeypa
     # ch4.gpu_check times the recommended block size separately when the sweep lacks it:
     # recommend one the sweep does not have, so that this run takes that branch (the
     # gpu_check round-trip test above takes the other).
-    real_recommend = ch4.recommend_block_size
+    real_recommend = block_size.recommend_block_size
 
     def recommend_off_grid(*args, **kwargs):
         real_recommend(*args, **kwargs)
         return OFF_GRID_BLOCK
 
-    monkeypatch.setattr(ch4, "recommend_block_size", recommend_off_grid)
+    monkeypatch.setattr(block_size, "recommend_block_size", recommend_off_grid)
     # Chapter 1 times the copy kernel's cold first call: no step may build copy.cu first.
     copy_builds = []
     real_load = kernels.load
@@ -264,12 +270,12 @@ def test_gpu_check_tool_runs_chapters_1_and_4_on_the_fake_gpu(fake_gpu, monkeypa
     assert not wrong, wrong
     assert {r["file"] for r in record["kernels"]} == {"vector_add", "copy", "transpose", "reduce"}
     timed = {r["kernel"] for r in record["kernels"]}
-    assert set(ch4.reduce_versions()) <= timed  # every rung, with chapter 4's launch shapes
-    assert {"copy_v1_coalesced", *ch1.copy_kernels()["others"]} <= timed
+    assert set(reduce_cu.VERSIONS) <= timed  # every rung, with chapter 4's launch shapes
+    assert {"copy_v1_coalesced", *ch1_common.copy_kernels()["others"]} <= timed
     assert all(finite(r["median_s"]) and finite(r["gbps"]) for r in record["kernels"])
     _assert_ch1_result(record["chapters"]["1"]["result"])
     _assert_ch4_result(record["chapters"]["4"]["result"])
-    assert OFF_GRID_BLOCK not in ch4.BLOCK_SIZES
+    assert OFF_GRID_BLOCK not in kernels.BLOCK_SIZES
     assert record["chapters"]["4"]["result"]["block_sweep"]["recommended"] == OFF_GRID_BLOCK
     # The summary prints one line per threshold, PASS or FAIL (which one is meaningless here).
     lines = [l for l in out.splitlines() if l.startswith(("  ch1 ", "  ch4 "))]
@@ -325,7 +331,7 @@ def test_gpu_check_tool_keeps_what_it_measured_when_later_steps_fail(fake_gpu, m
 def test_other_ch1_gpu_branches_run_on_the_fake_gpu(fake_gpu):
     kc = ch1.check_copy_kernels()
     assert kc["where"] == "GPU" and kc["cases"] == 7 * 5
-    launch = ch1.copy_at_block_size(stride=2, block_size=128)
+    launch = ch1_strided.copy_at_block_size(stride=2, block_size=128)
     assert launch["where"] == "GPU" and finite(launch["gbps"])
     explorer = ch1.copy_explorer(stride=4, block_size=64)
     assert explorer["gpu"] == "H200" and finite(explorer["launch"]["gbps"])
@@ -352,8 +358,8 @@ def test_other_ch4_gpu_branches_run_on_the_fake_gpu(fake_gpu):
     assert st["kind"] == "measured" and st["gpu"] == "NVIDIA H200"
     assert len(st["multi"]["ops"]) == 3 * 8
     x = fake_gpu.random.random(1000, dtype=fake_gpu.float32)
-    for v in ch4.reduce_versions():
-        got = float(ch4.run_reduce(v, x, 1000, sm_count=132).get()[0])
+    for v in reduce_cu.VERSIONS:
+        got = float(reduce_cu.run(v, x, 1000, sm_count=132).get()[0])
         assert got == pytest.approx(float(fake_gpu.sum(x, dtype=fake_gpu.float64)), rel=1e-4), v
 
 
@@ -366,7 +372,7 @@ def test_the_reduction_ladder_needs_cupy_only_on_a_gpu(fake_gpu, monkeypatch):
         red = ch4.reduction(n=1 << 12, min_time_s=0.01)
     finally:
         device.torch_cuda_works.cache_clear()
-    assert [t["label"] for t in red["measured"]] == [*ch4.reduce_versions(), "ref: cupy.sum"]
+    assert [t["label"] for t in red["measured"]] == [*reduce_cu.VERSIONS, "ref: cupy.sum"]
 
 
 def test_with_one_copy_engine_the_streams_bound_is_both_copies_in_turn(fake_gpu, monkeypatch):
@@ -408,10 +414,8 @@ def test_bandwidth_experiments_size_their_buffers_well_over_ten_times_l2():
         assert l2 == fakecuda.PROPERTIES["l2CacheSize"]
         for cap in (1 << 30, 2 << 30):  # the caps chapters 1 and 5 use
             assert device.bandwidth_buffer_bytes(cap=cap) >= 10 * l2
-        assert ch4.default_sweep_n() * 4 >= 10 * l2  # saxpy: each of x and y
-        from gpucourse.experiments import ch2
-
-        assert ch2.transpose_side() ** 2 * 4 >= 10 * l2
+        assert block_size.default_sweep_n() * 4 >= 10 * l2  # saxpy: each of x and y
+        assert ch2_transpose.transpose_side() ** 2 * 4 >= 10 * l2
 
 
 def test_gpu_check_skips_chapters_whose_library_is_missing(fake_gpu, capsys):

@@ -32,6 +32,9 @@ from fakecuda.testing import (all_finite, assert_jsonable, assert_threshold, cap
 from gpucourse import bench, device, reference, specs
 from gpucourse.display import Note, Table
 from gpucourse.experiments import ch2, ch5
+from gpucourse.experiments.ch2 import allocation as ch2_allocation, common as ch2_common
+from gpucourse.experiments.ch2 import transfers as ch2_transfers, transpose as ch2_transpose
+from gpucourse.kernels import matmul
 from gpucourse.plot import ch2 as fig2, ch5 as fig5, ladder
 
 # Tiny problem sizes (the real ones fill the H200).
@@ -46,7 +49,7 @@ CH5_PRECISION_N = 64
 NO_TORCH_CUDA_NOTE = "transfers, training loops and peak memory skipped: PyTorch has no CUDA here"
 CUPY_ALLOCATION_LABELS = ["CuPy: new arrays, pool OFF", "CuPy: new arrays, pool on",
                           "CuPy: out= buffer"]
-TRANSPOSE_LABELS = [*ch2.CEILINGS, *ch2.TRANSPOSE_VERSIONS, "ref (library device-to-device copy)"]
+TRANSPOSE_LABELS = [*ch2_transpose.CEILINGS, *ch2_transpose.TRANSPOSE_VERSIONS, "ref (library device-to-device copy)"]
 FUSION_LABELS = ["eager: 5 ops, 5 new tensors", "5 ops into one buffer", "CuPy: 5 ops",
                  "fused: CuPy ElementwiseKernel"]
 
@@ -60,22 +63,23 @@ pytestmark = pytest.mark.filterwarnings(
 def _fake_gpu():
     """The fake GPU with chapters 2 and 5 at small sizes; yields the fake cupy."""
     with installed() as (cp, mp):
-        capped(mp, ch2, "transpose_side", CH2_TRANSPOSE_SIDE)
-        mp.setattr(ch2, "ALLOC_N_GPU", CH2_ALLOC_N)
+        capped(mp, ch2_transpose, "transpose_side", CH2_TRANSPOSE_SIDE)
+        mp.setattr(ch2_allocation, "ALLOC_N_GPU", CH2_ALLOC_N)
         shrink_defaults(mp, ch2.pool_demo, mib=CH2_POOL_MIB)
-        capped(mp, ch5, "default_sgemm_n", CH5_SGEMM_N)
-        real_sgemm = ch5.sgemm_ladder
+        capped(mp, ch5.sgemm, "default_sgemm_n", CH5_SGEMM_N)
+        real_sgemm = ch5.sgemm.sgemm_ladder
 
         def sgemm_at_most(n=None, *args, **kwargs):
             # gpu_check asks for 4096³ by a literal argument: the real ladder runs, smaller.
-            return real_sgemm(min(n or ch5.default_sgemm_n(), CH5_SGEMM_N), *args, **kwargs)
+            return real_sgemm(min(n or ch5.sgemm.default_sgemm_n(), CH5_SGEMM_N), *args, **kwargs)
 
-        mp.setattr(ch5, "sgemm_ladder", sgemm_at_most)
+        # where gpu_check and the size widget look it up
+        mp.setattr(ch5.sgemm, "sgemm_ladder", sgemm_at_most)
         # The fusion's CuPy rows run on the (fake) GPU, so it takes the GPU size rule; PyTorch
         # is on the CPU here, so the sparse sweep takes the CPU sizes.
         capped(mp, device, "bandwidth_buffer_bytes", 4 * CH5_FUSION_N)
-        mp.setitem(ch5.SPARSE_CPU, "n", CH5_SPARSE_N)
-        mp.setitem(ch5.SPARSE_GPU, "n", CH5_SPARSE_N)
+        mp.setitem(ch5.sparse.SPARSE_CPU, "n", CH5_SPARSE_N)
+        mp.setitem(ch5.sparse.SPARSE_GPU, "n", CH5_SPARSE_N)
         shrink_defaults(mp, ch5.precision_sweep, n=CH5_PRECISION_N)
         yield cp
 
@@ -115,11 +119,11 @@ def _assert_ch2_result(r) -> None:
     tr = r["transpose"]
     assert tr["side"] == CH2_TRANSPOSE_SIDE and tr["tile"] == 32
     assert set(tr["gbps"]) == set(TRANSPOSE_LABELS) and all_finite(list(tr["gbps"].values()))
-    assert tr["ceiling"] in ch2.CEILINGS
+    assert tr["ceiling"] in ch2_transpose.CEILINGS
     for k in ("padded_pct_of_copy", "padded_over_naive", "shared_over_naive", "spec_gbps"):
         assert finite(tr[k]), k
-    assert set(tr["padded_pct_of_each_copy"]) == set(ch2.CEILINGS)
-    assert set(tr["conflicts"]) == set(ch2.TRANSPOSE_VERSIONS)
+    assert set(tr["padded_pct_of_each_copy"]) == set(ch2_transpose.CEILINGS)
+    assert set(tr["conflicts"]) == set(ch2_transpose.TRANSPOSE_VERSIONS)
 
     alloc = r["allocation"]
     assert alloc["n"] == CH2_ALLOC_N
@@ -152,14 +156,14 @@ def _assert_ch5_result(r) -> None:
 
     sg = r["sgemm"]
     assert sg["n"] == CH5_SGEMM_N
-    assert sg["labels"] == [*ch5.MATMUL_VERSIONS, "ref (cuBLAS, cupy.matmul)"]
+    assert sg["labels"] == [*matmul.VERSIONS, "ref (cuBLAS, cupy.matmul)"]
     assert len(sg["gflops"]) == len(sg["median_s"]) == len(sg["labels"])
     assert all_finite(sg["gflops"]) and all_finite(sg["median_s"])
     assert finite(sg["cublas_gflops"]) and finite(sg["peak_gflops"])
-    assert finite(sg["best_pct_of_cublas"]) and sg["best"] in ch5.MATMUL_VERSIONS
-    assert set(sg["configs"]) == set(ch5.MATMUL_VERSIONS)
+    assert finite(sg["best_pct_of_cublas"]) and sg["best"] in matmul.VERSIONS
+    assert set(sg["configs"]) == set(matmul.VERSIONS)
     # v6 was tuned: its config is one of the tile shapes tried
-    tried = [{**ch5.MATMUL_DEFAULTS, **d} for d in ch5.V6_TUNING]
+    tried = [{**matmul.DEFAULTS, **d} for d in matmul.V6_TUNING]
     assert sg["configs"]["matmul_v6_vectorized"] in tried
 
     fu = r["fusion"]
@@ -199,11 +203,11 @@ def test_the_fake_pools_memory_and_runs_elementwise_kernels_and_sparse_products(
     cp.cuda.set_allocator(pool.malloc)
     del y
 
-    ek = cp.ElementwiseKernel("float32 x", "float32 y", ch5.CUPY_CHAIN, "chain")
+    ek = cp.ElementwiseKernel("float32 x", "float32 y", ch5.kernel_fusion.CUPY_CHAIN, "chain")
     host = np.linspace(-2, 2, 1003, dtype=np.float32)
     got = ek(cp.asarray(host))
     assert type(got).__module__ == "cupy"
-    np.testing.assert_allclose(got.get(), ch5.chain_numpy(host), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got.get(), ch5.kernel_fusion.chain_numpy(host), rtol=1e-5, atol=1e-5)
     with pytest.raises(TypeError):
         ek(host)  # a NumPy array, as with CuPy
     with pytest.raises(TypeError):
@@ -246,7 +250,7 @@ def test_ch2_gpu_check_runs_on_the_fake_gpu_and_makes_reference_data(tmp_path, c
                                                                      monkeypatch):
     _gpu_check_as_reference_data(ch2, _assert_ch2_result, 2, capsys, monkeypatch, tmp_path)
     # A machine without a GPU draws the transpose bandwidths from this reference data.
-    assert ch2.target_gpu().key == ch2.DEFAULT_MODEL_GPU  # no transfers measured
+    assert ch2.target_gpu().key == ch2_common.DEFAULT_MODEL_GPU  # no transfers measured
     lad = ch2.transpose_ladder()
     assert lad["kind"] == "model" and lad["timings"] == []
     fig = fig2.transpose_figure(lad)
@@ -281,7 +285,7 @@ def test_other_ch2_gpu_branches_run_on_the_fake_gpu(fake_gpu):
     lad = ch2.transpose_ladder(tile=16, min_time_s=0.01)
     assert lad["kind"] == "measured" and lad["side"] == CH2_TRANSPOSE_SIDE
     _timings_ok(lad["timings"], TRANSPOSE_LABELS)
-    assert set(ch2.transpose_summary(lad)["gbps"]) == set(TRANSPOSE_LABELS)
+    assert set(ch2_transpose.transpose_summary(lad)["gbps"]) == set(TRANSPOSE_LABELS)
     _drawn(fig2.transpose_figure(lad))
 
     alloc = ch2.allocation_experiment(min_time_s=0.01)
@@ -294,7 +298,7 @@ def test_other_ch2_gpu_branches_run_on_the_fake_gpu(fake_gpu):
 
     # CuPy's host-to-device copy (reached from transfer_sweep where PyTorch has CUDA too)
     for pinned in (False, True):
-        t = ch2._cupy_h2d(1 << 14, pinned, 0.01, seed=1)
+        t = ch2_transfers._cupy_h2d(1 << 14, pinned, 0.01, seed=1)
         assert t.label == ("pinned (CuPy)" if pinned else "pageable (CuPy)")
         assert t.backend == "cuda" and all_finite(t.samples_s)
 
@@ -332,7 +336,7 @@ def test_other_ch5_gpu_branches_run_on_the_fake_gpu(fake_gpu):
 
     sg = ch5.sgemm_ladder(n=64, min_time_s=0.01)
     assert sg["source"] == "measured" and sg["n"] == 64 and sg["device"] == "NVIDIA H200"
-    _timings_ok(sg["timings"], [*ch5.MATMUL_VERSIONS, "ref (cuBLAS, cupy.matmul)"])
+    _timings_ok(sg["timings"], [*matmul.VERSIONS, "ref (cuBLAS, cupy.matmul)"])
     assert all(finite(t.meta["rel_err"]) for t in sg["timings"][:-1])
     assert isinstance(ch5.sgemm_summary(sg), Table) and not isinstance(ch5.sgemm_summary(sg), Note)
     _drawn(fig5.sgemm_figure(sg))

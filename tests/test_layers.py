@@ -33,19 +33,7 @@ LAYERS = (
 #: Imports of the package inside functions, without a comment saying why, that the chapter
 #: modules still hold: (file, imported module). The chapter phase of the layout work (one
 #: package per chapter, one module per section) empties this list; never add to it.
-ALLOWED_UNCOMMENTED = {
-    ("experiments/ch1.py", "gpucourse.experiments.ch4"),
-    ("experiments/ch1.py", "gpucourse.kernels"),
-    ("experiments/ch1.py", "gpucourse.reference"),
-    ("experiments/ch2.py", "gpucourse.emulator"),
-    ("experiments/ch2.py", "gpucourse.errors"),
-    ("experiments/ch2.py", "gpucourse.kernels"),
-    ("experiments/ch4.py", "gpucourse.kernels"),
-    ("experiments/ch5.py", "gpucourse.kernels"),
-    ("plot/ch1.py", "gpucourse.specs"),
-    ("plot/ch3.py", "gpucourse.experiments.ch3"),
-    ("plot/ch4.py", "gpucourse.experiments.ch4"),
-}
+ALLOWED_UNCOMMENTED: set[tuple[str, str]] = set()
 
 
 @dataclass(frozen=True)

@@ -190,6 +190,7 @@ def _reference_figures(results: dict, monkeypatch, only_references: bool = False
     reference folder holds), drawn; the texts of each."""
     from gpucourse.bench import Timing
     from gpucourse.experiments import ch1, ch2, ch3, ch4, ch5
+    from gpucourse.experiments.ch2 import transpose as ch2_transpose
     from gpucourse.plot import ch0 as p0, ch1 as p1, ch2 as p2, ch3 as p3, ch4 as p4
     from gpucourse.plot import ch5 as p5, ch6 as p6
 
@@ -223,7 +224,7 @@ def _reference_figures(results: dict, monkeypatch, only_references: bool = False
     # chapter 2
     shown.append(_draws_literally(p2.transfer_figure(ch2.transfer_sweep())))
     shown.append(_draws_literally(p2.loop_figure(ch2.loop_timelines(gpu="H200"))))
-    cpu = {"tile": 32, "device": ODD_NAME, "timings": [], "conflicts": ch2.transpose_conflicts(32)}
+    cpu = {"tile": 32, "device": ODD_NAME, "timings": [], "conflicts": ch2_transpose.transpose_conflicts(32)}
     shown.append(_draws_literally(p2.transpose_figure(cpu)))
     alloc = {"n": 1 << 20, "device": "CPU: $x$", "allocations": {},
              "timings": [timing("new $x$", 2e-4, bytes=16 << 20).to_dict(),

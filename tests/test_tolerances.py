@@ -13,7 +13,13 @@ import pytest
 import torch
 
 from gpucourse import check, models
-from gpucourse.experiments import ch1, ch4, ch5, cpu
+from gpucourse.experiments import ch4, ch5, cpu
+from gpucourse.experiments.ch1 import common as ch1_common, rooflines as ch1_rooflines
+from gpucourse.experiments.ch4 import reduce_ladder
+from gpucourse.kernels import divergence as divergence_cu
+from gpucourse.kernels import reduce as reduce_cu
+from gpucourse.kernels.shape import Launch
+from gpucourse.kernels import matmul
 
 U = models.U32
 
@@ -86,7 +92,7 @@ def sequential_blas(monkeypatch):
 @functools.lru_cache(maxsize=1)
 def _chapter_dot_inputs():
     n = 1 << 24  # chapter 1's cpu_ceilings (64 MiB) and chapter 4's CPU reduction
-    a, b = ch1._big_random(n, 0), ch1._big_random(n, 1)
+    a, b = ch1_common.big_random(n, 0), ch1_common.big_random(n, 1)
     # chapter 4's ceiling before its data became +-1: x . x of mixed-magnitude values, every
     # term positive, the case that failed on one core at 1e-4 * sum|x*x|
     x = check.random_array(n, np.float32, seed=3)
@@ -152,7 +158,7 @@ def test_sums_of_exact_sum_data_are_exact_in_any_order(n):
 def test_a_sequential_sum_of_chapter_1_data_fails_the_old_relative_1e_4():
     """Why the sum checks moved to +-1 data: chapter 1's roofline checked np.sum of its 2^25
     values at rtol 1e-4, which a library adding sequentially does not meet."""
-    a = ch1._big_random(1 << 25, 0)
+    a = ch1_common.big_random(1 << 25, 0)
     want = float(np.sum(a, dtype=np.float64))
     assert abs(float(np.cumsum(a, dtype=np.float32)[-1]) - want) > 1e-4 * abs(want)
 
@@ -175,22 +181,22 @@ def test_matmul_bound_covers_sequential_dots_at_chapter_1_sizes(m):
     assert big > bound
 
 
-@pytest.mark.parametrize("M,N,K", ch5.CHECK_SHAPES + ((37, 29, 41),))
+@pytest.mark.parametrize("M,N,K", ch5.sgemm.CHECK_SHAPES + ((37, 29, 41),))
 def test_chapter_5_matmul_tolerance_covers_sequential_dots(M, N, K):
     A = check.random_array((M, K), seed=M)
     B = check.random_array((K, N), seed=N + 1)
     ref = A.astype(np.float64) @ B.astype(np.float64)
-    rtol, atol = ch5.matmul_tolerance(A, B)
+    rtol, atol = matmul.tolerance(A, B)
     got = seq_matmul_rows(A, B, range(M))
     assert check.compare_report(got, ref, rtol, atol, "sequential") is None
     assert check.compare_report(got[:, ::-1] if N > 1 else got + 1, ref, rtol, atol, "wrong") is not None
 
 
 def test_sparse_product_tolerance_covers_sequential_dots():
-    n, k = ch5.SPARSE_CPU["n"], ch5.SPARSE_CPU["k"]
+    n, k = ch5.sparse.SPARSE_CPU["n"], ch5.sparse.SPARSE_CPU["k"]
     D = check.random_array((n, k), seed=1, kind="uniform")
     for i, dens in enumerate((0.01, 0.3, 1.0)):
-        S = ch5.sparse_matrix(n, dens, seed=7 * i)
+        S = ch5.sparse.sparse_matrix(n, dens, seed=7 * i)
         allowed = 2 * models.matmul_error_bound(S, D)
         rows = range(0, n, 256)
         dense = np.matmul(S[list(rows)], D)
@@ -209,18 +215,18 @@ def _seq_conv(x, w, padding, positions):
 
 @pytest.mark.parametrize("cfg", [
     {"batch": 2, "channels": 3, "size": 11, "out_channels": 5, "kernel": 3},  # check_conv
-    ch5.CONV_CPU])
+    ch5.conv.CONV_CPU])
 def test_conv_bound_covers_sequential_dots(cfg):
-    x, w = ch5._conv_inputs(cfg, 0, "cpu")
+    x, w = ch5.conv._conv_inputs(cfg, 0, "cpu")
     p = cfg["kernel"] // 2
     ref = torch.nn.functional.conv2d(x.double(), w.double(), padding=p).numpy()
     g = check.rng(5)
     pos = [tuple(int(g.integers(0, s)) for s in ref.shape) for _ in range(300)]
     seq = _seq_conv(x, w, p, pos)
     want = np.array([ref[q] for q in pos])
-    bound = ch5.conv_error_bound(x, w, p)
+    bound = ch5.conv.conv_error_bound(x, w, p)
     assert np.abs(seq - want).max() <= bound
-    for fn in (ch5.conv_taps, ch5.conv_unfold, ch5.conv_library):
+    for fn in (ch5.conv.conv_taps, ch5.conv.conv_unfold, ch5.conv.conv_library):
         assert np.abs(fn(x, w, p).numpy() - ref).max() <= bound
 
 
@@ -242,8 +248,8 @@ def test_saxpy_tolerance_covers_rounding_with_and_without_fma(n):
 
 
 def _divergence_float32(x, k, fused):
-    a = np.where(np.arange(x.size) % 2 == 0, *(np.float32(c[0]) for c in ch4._COEF.values()))
-    b = np.where(np.arange(x.size) % 2 == 0, *(np.float32(c[1]) for c in ch4._COEF.values()))
+    a = np.where(np.arange(x.size) % 2 == 0, *(np.float32(c[0]) for c in divergence_cu.COEFS))
+    b = np.where(np.arange(x.size) % 2 == 0, *(np.float32(c[1]) for c in divergence_cu.COEFS))
     v = x.astype(np.float32)
     for _ in range(k):
         v = (a.astype(np.float64) * v + b).astype(np.float32) if fused else a * v + b
@@ -253,18 +259,18 @@ def _divergence_float32(x, k, fused):
 @pytest.mark.parametrize("n,k", [(1, 6), (63, 6), (1003, 6), (1001, 5), (4096, 1000)])
 def test_divergence_bound_covers_every_step_rounding(n, k):
     x = check.random_array(n, np.float32, seed=7 + n, kind="uniform")
-    want = ch4.divergence_reference(x, k)
-    bound = ch4.divergence_error_bound(x, k)
+    want = divergence_cu.reference(x, k)
+    bound = divergence_cu.tolerance(x, k)
     for fused in (False, True):
         assert np.abs(_divergence_float32(x, k, fused) - want).max() <= bound
     # each element given the other branch's coefficients is caught
-    swapped = ch4.divergence_reference(np.concatenate([[np.float32(0)], x]), k)[1:]
+    swapped = divergence_cu.reference(np.concatenate([[np.float32(0)], x]), k)[1:]
     assert np.abs(swapped - want).max() > bound
 
 
 def test_fusion_chain_tolerance_covers_unfused_and_fused_float32():
     x = check.random_array(1 << 24, seed=0, kind="normal")  # chapter 5's CPU fusion size
-    want = ch5.chain_numpy(x)
+    want = ch5.kernel_fusion.chain_numpy(x)
     rtol, atol = models.gamma(6), 2 * models.gamma(6)
     t = np.maximum(x * np.float32(1.5) + np.float32(0.25), np.float32(0))
     unfused = t * t - np.float32(1)
@@ -296,11 +302,11 @@ def test_precision_bound_covers_sequential_float32_accumulation(precision):
     if precision in ("fp16", "bf16"):
         C = rounded(C)
     err = np.linalg.norm(C - ref) / np.linalg.norm(ref)
-    assert err <= ch5.precision_error_bound(precision, A, B)
+    assert err <= ch5.tensor_cores.precision_error_bound(precision, A, B)
     if precision == "tf32":  # TF32 passed off as FP32 fails FP32's bound
-        assert err > ch5.precision_error_bound("fp32", A, B)
+        assert err > ch5.tensor_cores.precision_error_bound("fp32", A, B)
     else:  # and the chapter's own check, on this CPU
-        assert ch5.check_precision_matmul(precision) <= ch5.precision_error_bound(precision, A, B)
+        assert ch5.tensor_cores.check_precision_matmul(precision) <= ch5.tensor_cores.precision_error_bound(precision, A, B)
 
 
 # --------------------------------------------------------------------------- GPU reductions
@@ -317,7 +323,7 @@ def test_reduction_depth_bound_covers_three_sequential_levels(n, grid, block):
     t = np.cumsum(padded.reshape(per, threads), axis=0, dtype=np.float32)[-1]  # grid-stride
     blocks = np.cumsum(t.reshape(grid, block), axis=1, dtype=np.float32)[:, -1]
     got = float(np.cumsum(blocks, dtype=np.float32)[-1])
-    depth = per + block + grid
+    depth = reduce_cu.depth("reduce_v4_grid_stride", Launch(grid, block), n)  # per + block + grid
     bound = models.sum_error_bound(depth, float(np.sum(np.abs(x), dtype=np.float64)))
     assert abs(got - float(np.sum(x, dtype=np.float64))) <= bound
 
@@ -335,7 +341,8 @@ def test_chapter_1_roofline_sum_check_passes_with_a_sequential_numpy_sum(monkeyp
 
     monkeypatch.setattr(np, "sum", seq_sum)
     ceilings = {"bandwidth_Bps": 1e9, "peak_flops": 1e9}
-    r = ch1.cpu_roofline(ceilings, n=1 << 24, matmul_n=32, min_time_s=0.001)  # the quick run's n
+    # the quick run's n
+    r = ch1_rooflines.cpu_roofline(ceilings, n=1 << 24, matmul_n=32, min_time_s=0.001)
     assert r["points"][1]["name"] == "sum (reduction)"
 
 
@@ -346,11 +353,11 @@ def test_chapter_4_reduction_runs_pinned_to_one_core(monkeypatch):
 
 
 def test_chapter_4_reduce_check_rejects_a_sum_that_loses_one_element(monkeypatch):
-    real = ch4.run_reduce
+    real = reduce_cu.run
 
     def loses_the_last(name, x, n, out=None, sm_count=None):
         return real(name, x, n - 1 if n > 1 else n, out, sm_count)
 
-    monkeypatch.setattr(ch4, "run_reduce", loses_the_last)
+    monkeypatch.setattr(reduce_cu, "run", loses_the_last)
     with pytest.raises(AssertionError, match="exactly"):
-        ch4.check_reduce(sizes=(65_537,))
+        reduce_ladder.check_reduce(sizes=(65_537,))

@@ -114,54 +114,56 @@ def kernel_benchmarks() -> tuple[list[dict], dict]:
             print(f"  {name}: {type(exc).__name__}: {exc}", flush=True)
         rows.append(row)
 
-    # vector_add: 12 bytes per element.
+    # vector_add: 12 bytes per element, each version launched as its home says.
+    from gpucourse.kernels import copy as copy_home, vector_add as vector_add_home
+
     mod = kernels.load("vector_add", backend="cuda")
     a = cp.asarray(rng.standard_normal(n, dtype=np.float32))
     b = cp.asarray(rng.standard_normal(n, dtype=np.float32))
     out = cp.empty_like(a)
-    ref = a + b
-    for k, grid in ((mod.vector_add_v1_naive, (n + 255) // 256),
-                    (mod.vector_add_v2_grid_stride, sms * 32),
-                    (mod.vector_add_v3_float4, sms * 32)):
+    ref = vector_add_home.reference(a, b)
+    for k in mod:
         out.fill(cp.nan)
-        run("vector_add", k.name, lambda k=k, g=grid: k(g, 256, (a, b, out, np.int32(n))),
-            lambda: None if bool(cp.array_equal(out, ref)) else "differs from a + b", 12 * n, n)
+        run("vector_add", k.name, lambda k=k: vector_add_home.run(k, a, b, out, n, sm_count=sms),
+            lambda: None if bool(cp.array_equal(out, ref)) else "differs from a + b",
+            vector_add_home.bytes_moved(n), n)
     del b, ref
 
-    # copy: 8 bytes per element whatever the stride, launched as chapter 1 launches them.
-    from gpucourse.experiments import ch1, ch4
-
-    ks = ch1.copy_kernels()
-    copies = {"copy_v1_coalesced": lambda: ch1.launch_copy(ks, a, out, n, None)}
-    for name, k in ks["others"].items():
-        copies[name] = lambda k=k: ch1.launch_copy_version(k, a, out, n)
+    # copy: 8 bytes per element whatever the stride, each version launched as its home says.
+    mod = kernels.load("copy", backend="cuda")
+    copies = {k.name: lambda k=k: copy_home.run(k, a, out, n, sm_count=sms)
+              for k in mod if k.name != "copy_v2_strided"}
     for stride in (1, 2, 8, 32):
         copies[f"copy_v2_strided[stride={stride}]"] = \
-            lambda s=stride: ch1.launch_copy(ks, a, out, n, s)
+            lambda s=stride, k=mod.copy_v2_strided: copy_home.run(k, a, out, n, stride=s)
     for name, launch in copies.items():
         out.fill(cp.nan)
         run("copy", name, launch,
-            lambda: None if bool(cp.array_equal(out, a)) else "differs from the input", 8 * n, n)
+            lambda: None if bool(cp.array_equal(out, a)) else "differs from the input",
+            copy_home.bytes_moved(n), n)
 
-    # transpose: side x side, 8 bytes per element.
-    mod = kernels.load("transpose", backend="cuda")
+    # transpose: side x side, 8 bytes per element, each version launched as its home says.
+    from gpucourse.kernels import transpose as transpose_home
+
+    mod = transpose_home.load(backend="cuda")
     x = a[:side * side].reshape(side, side)
     y = out[:side * side].reshape(side, side)
     for k in mod:
         y.fill(cp.nan)
-        run("transpose", k.name,
-            lambda k=k: k((side // 32, side // 32), (32, 8), (x, y, np.int32(side), np.int32(side))),
+        run("transpose", k.name, lambda k=k: transpose_home.run(k, x, y),
             lambda: None if bool(cp.array_equal(y, x.T)) else "differs from in.T",
-            8 * side * side, f"{side}x{side}")
+            transpose_home.bytes_moved(side, side), f"{side}x{side}")
 
-    # reduce: 4 bytes per element, every rung of chapter 4's ladder with its launch shape.
+    # reduce: 4 bytes per element, every rung of chapter 4's ladder as its home launches it.
+    from gpucourse.kernels import reduce as reduce_home
+
     total = cp.zeros(1, np.float32)
     want = float(cp.sum(a, dtype=np.float64).get())
     scale = float(cp.sum(cp.abs(a), dtype=np.float64).get())
-    for name in ch4.reduce_versions():
-        run("reduce", name, lambda v=name: ch4.run_reduce(v, a, n, total, sms),
+    for name in reduce_home.VERSIONS:
+        run("reduce", name, lambda v=name: reduce_home.run(v, a, n, total, sms),
             lambda: (None if abs(float(total.get()[0]) - want) <= 1e-5 * scale
-                     else f"sum {float(total.get()[0])} vs {want}"), 4 * n, n)
+                     else f"sum {float(total.get()[0])} vs {want}"), reduce_home.bytes_moved(n), n)
     return rows, sz
 
 

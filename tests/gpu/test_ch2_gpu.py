@@ -17,6 +17,8 @@ if not _CUDA:
     pytest.skip("no usable CUDA GPU here", allow_module_level=True)
 
 from gpucourse.experiments import ch2  # noqa: E402
+from gpucourse.experiments.ch2 import (common, headless, memory_footprint,  # noqa: E402
+                                       transfers, transpose)
 
 needs_cupy = pytest.mark.skipif(not device.cupy_works(), reason="CuPy is not installed")
 needs_torch = pytest.mark.skipif(not device.torch_cuda_works(), reason="PyTorch has no CUDA here")
@@ -25,33 +27,34 @@ needs_torch = pytest.mark.skipif(not device.torch_cuda_works(), reason="PyTorch 
 @needs_cupy
 @pytest.mark.parametrize("tile", [16, 32])
 def test_transpose_versions_match_numpy_on_the_gpu(tile):
-    ch2.check_transpose(tile)
+    transpose.check_transpose(tile)
 
 
 @needs_cupy
 def test_tile_copy_matches_numpy_on_the_gpu():
-    from gpucourse import check, kernels
+    from gpucourse import check
+    from gpucourse.kernels import tile_copy
 
-    k = kernels.load("tile_copy", defines={"TILE": 32, "BLOCK_ROWS": 8}).tile_copy_v1_rows
+    k = tile_copy.load(32, 8).tile_copy_v1_rows
     for rows, cols in ((1, 1), (35, 1), (67, 45), (1000, 1031)):
         host = check.random_array((rows, cols), np.float32, seed=rows)
         out = device.empty((rows, cols))
-        k(((cols + 31) // 32, (rows + 31) // 32), (32, 8),
-          (device.asarray(host), out, np.int32(rows), np.int32(cols)))
+        tile_copy.run(k, device.asarray(host), out, 32, 8)
         check.assert_close(out, host, rtol=0, atol=0)
 
 
 @needs_cupy
 def test_transpose_ladder_meets_the_issue_thresholds():
-    summary = ch2.transpose_summary(ch2.transpose_ladder(min_time_s=0.2))
-    assert summary["padded_pct_of_copy"] >= ch2.THRESHOLDS["padded_pct_of_copy"], summary
-    assert summary["padded_over_naive"] >= ch2.THRESHOLDS["padded_over_naive"], summary
+    summary = transpose.transpose_summary(ch2.transpose_ladder(min_time_s=0.2))
+    assert summary["padded_pct_of_copy"] >= headless.THRESHOLDS["padded_pct_of_copy"], summary
+    assert summary["padded_over_naive"] >= headless.THRESHOLDS["padded_over_naive"], summary
 
 
 @needs_torch
 def test_pinned_beats_pageable_from_64_mib():
-    sweep = ch2.transfer_sweep(sizes=(64 * ch2.MiB, 256 * ch2.MiB), min_time_s=0.1, cupy_too=False)
-    ratios = ch2.pinned_over_pageable(sweep)
+    sweep = ch2.transfer_sweep(sizes=(64 * common.MiB, 256 * common.MiB), min_time_s=0.1,
+                               cupy_too=False)
+    ratios = transfers.pinned_over_pageable(sweep)
     assert len(ratios) == 2 and all(r > 1.0 for r in ratios.values()), ratios
 
 
@@ -66,7 +69,7 @@ def test_loops_agree_and_prefetch_is_not_slower_than_copy_every_step():
 @needs_torch
 def test_footprint_matches_on_the_gpu_and_peak_covers_the_model():
     for dt in ("fp32", "bf16"):
-        f = ch2.footprint(dt, device_="cuda")
+        f = memory_footprint.footprint(dt, device_="cuda")
         assert f["match"], f
     peak = ch2.peak_memory("bf16", widths=(1024, 2048, 2048, 100), batch=512)
     assert peak["peak_over_model"] >= 0.95, peak

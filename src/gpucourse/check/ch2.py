@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import emulator, models, precision, profiler
 from ..errors import CourseError
-from ..profiler import TraceError, instrument_shared, trace_shared_accesses  # moved: profiler
+from ..kernels import transpose as transpose_home
 from .compare import assert_close, random_array, rng
 from .lab import (Exercise, answer_error, callable_answer, learner_kernel, run_learner_kernel,
                   whole_answer)
@@ -495,14 +495,9 @@ def check_mixed_bytes(mixed_precision_bytes: Callable, number: str = "2.5",
 
 # --------------------------------------------------------------------------- exercise 2.2
 
-TRANSPOSE_DEFINES = {"TILE": 32, "BLOCK_ROWS": 8}
+# The exercise's kernel builds and launches as transpose.cu's versions do (kernels.transpose).
+TRANSPOSE_DEFINES = transpose_home.defines()
 TRANSPOSE_SHAPES = ((1, 1), (1, 35), (35, 1), (31, 33), (32, 32), (67, 45), (97, 61), (130, 257))
-
-
-def transpose_launch(rows: int, cols: int, tile: int = 32, block_rows: int = 8):
-    """(grid, block) of transpose.cu's kernels and the exercise's: one block of tile x
-    block_rows threads per tile x tile tile of the rows x cols input."""
-    return (models.ceil_div(cols, tile), models.ceil_div(rows, tile)), (tile, block_rows)
 
 
 def check_padded_transpose(source, kernel: str = "transpose_padded", number: str = "2.2",
@@ -533,9 +528,9 @@ def check_padded_transpose(source, kernel: str = "transpose_padded", number: str
         rows, cols = 67, 45
         a = random_array((rows, cols), np.float32, seed=rows)
         out = emulator.empty((cols, rows))
-        grid, block = transpose_launch(rows, cols)
+        grid, block = transpose_home.launch_config(rows, cols)
         try:
-            run_learner_kernel(k, grid, block, (a, out, np.int32(rows), np.int32(cols)),
+            run_learner_kernel(k, grid, block, transpose_home.args(a, out, rows, cols),
                                f"for a {rows} x {cols} matrix", race_check=True)
         except AssertionError as exc:
             msg = str(exc)
@@ -546,27 +541,29 @@ def check_padded_transpose(source, kernel: str = "transpose_padded", number: str
         for rows, cols in TRANSPOSE_SHAPES:
             a = random_array((rows, cols), np.float32, seed=rows * 1000 + cols)
             out = emulator.empty((cols, rows))
-            grid, block = transpose_launch(rows, cols)
-            run_learner_kernel(k, grid, block, (a, out, np.int32(rows), np.int32(cols)),
+            grid, block = transpose_home.launch_config(rows, cols)
+            run_learner_kernel(k, grid, block, transpose_home.args(a, out, rows, cols),
                                f"for a {rows} x {cols} matrix")
             try:
-                assert_close(out, a.T, rtol=0, atol=0, name=f"transpose of a {rows} x {cols} matrix")
+                assert_close(out, transpose_home.reference(a), *transpose_home.TOLERANCE,
+                             name=f"transpose of a {rows} x {cols} matrix")
             except AssertionError as exc:
                 raise AssertionError(f"{exc}\nCheck the bounds tests: reads need row < rows and "
                                      "col < cols of `in`; writes the same of `out` (cols x rows).") \
                     from None
         a = random_array((64, 64), np.float32, seed=64)
         out = emulator.empty((64, 64))
+        grid, block = transpose_home.launch_config(64, 64)
         try:
-            trace = trace_shared_accesses(source, kernel, (2, 2), (32, 8),
-                                          (a, out, np.int32(64), np.int32(64)),
-                                          defines=TRANSPOSE_DEFINES)
-        except TraceError as exc:  # e.g. the tile passed to a helper function
+            trace = profiler.trace_shared_accesses(source, kernel, grid, block,
+                                                   transpose_home.args(a, out, 64, 64),
+                                                   defines=TRANSPOSE_DEFINES)
+        except profiler.TraceError as exc:  # e.g. the tile passed to a helper function
             trace, untraced = None, str(exc)
         else:
             assert trace["accesses"], _NO_SHARED_MEMORY
             _assert_traced_conflict_free(trace)
-        prof = _check_transpose_traffic(k, a, out)
+        prof = _check_transpose_traffic(k, a, out, grid, block)
         if trace is None:  # only the profiler saw the tile's accesses
             if prof is None:
                 raise AssertionError(untraced)
@@ -600,12 +597,12 @@ def _assert_traced_conflict_free(trace: dict) -> None:
             f"`{worst['array']}`) is a {worst['ways']}-way bank conflict ({lanes}, ...): {why}")
 
 
-def _check_transpose_traffic(kernel, a, out):
+def _check_transpose_traffic(kernel, a, out, grid, block):
     """Step 4: the profiler's counts of every access, however the kernel reaches memory
     (the trace sees only subscripts of the tile itself, not a pointer into it or a tile passed
     to a function); the Profile, or None where the profiler cannot run."""
     try:
-        prof = profiler.profile(kernel, (2, 2), (32, 8), (a, out, np.int32(64), np.int32(64)))
+        prof = profiler.profile(kernel, grid, block, transpose_home.args(a, out, 64, 64))
     except profiler.ProfilerError:  # no profiling toolchain here: steps 1-3 still ran
         return None
     for r in prof.lines:

@@ -6,6 +6,9 @@
 // It moves the same bytes as a transpose, with the same launch and the same work per thread,
 // but reads and writes rows only: the ceiling a transpose can reach. Launch with block
 // (TILE, BLOCK_ROWS) and grid (ceil(cols / TILE), ceil(rows / TILE)).
+//
+// Its Python home, gpucourse/kernels/tile_copy.py, has the launch (transpose.py's), the
+// reference, the bytes it moves and the tolerance.
 
 #ifndef TILE
 #define TILE 32

@@ -7,6 +7,9 @@
 //
 // Launch every version with block (TILE, BLOCK_ROWS) and grid (ceil(cols / TILE), ceil(rows / TILE)):
 // a block moves one tile, each thread TILE / BLOCK_ROWS of its elements.
+//
+// Its Python home, gpucourse/kernels/transpose.py, has the launch (grid, block, static shared
+// memory), the reference, the bytes a transpose moves and the tolerance.
 
 #ifndef TILE
 #define TILE 32
