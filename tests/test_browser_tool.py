@@ -70,3 +70,8 @@ def test_a_notebook_whose_page_cannot_be_drawn_fails_alone(tmp_path, monkeypatch
     assert shots == ["a.ipynb", "b.ipynb"]
     assert "a.ipynb: FAILED" in out and "b.ipynb: ok" in out
     assert "cells still running after 600 s" in out and "no screenshot" in out
+
+
+def test_the_server_pid_file_belongs_to_this_checkout():
+    """Two checkouts on one machine must not stop each other's JupyterLab server."""
+    assert browser_test.PIDFILE.is_relative_to(browser_test.ROOT)

@@ -24,12 +24,13 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-PIDFILE = pathlib.Path(tempfile.gettempdir()) / "gpucourse-browser-test.pid"
+# In this checkout (git-ignored), not the shared temp folder: a run must only ever stop a
+# server that a killed run of the same checkout left behind, never another checkout's.
+PIDFILE = ROOT / "results" / ".browser-test-server.pid"
 # notebook stem → widgets to move: (description text of the control, how to move it).
 INTERACTIONS = {
     "00_start_here": [("elements", "slider")],
@@ -118,6 +119,7 @@ class LabServer:
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT,
                                      start_new_session=True, cwd=ROOT, env=env)
+        PIDFILE.parent.mkdir(parents=True, exist_ok=True)
         PIDFILE.write_text(str(self.proc.pid))
         deadline = time.time() + 90
         while time.time() < deadline:
