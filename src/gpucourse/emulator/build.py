@@ -28,7 +28,7 @@ import numpy as np
 
 from ..errors import CompileError, DeviceError, KernelError, LaunchError
 from .source import (KernelSignature, c_string, check_supported, constant_names, define_lines,
-                     find_kernels, rewrite_for_emulator)
+                     find_kernels)
 
 HERE = Path(__file__).resolve().parent
 PRELUDE = HERE / "cuda_emu.h"
@@ -204,6 +204,22 @@ def switch_kind_requested() -> str:
     return value
 
 
+def headers_digest() -> str:
+    """A digest of every header and runtime part the emulator compiles with (the prelude, the
+    CUDA headers it provides, runtime.cpp's parts): a change to any rebuilds the cache."""
+    files = sorted(p for p in HERE.rglob("*") if p.suffix in (".h", ".cpp") and p.is_file())
+    key = tuple((str(p.relative_to(HERE)), p.stat().st_mtime_ns, p.stat().st_size) for p in files)
+    return _headers_digest(key)
+
+
+@functools.lru_cache(maxsize=8)
+def _headers_digest(key: tuple) -> str:
+    h = hashlib.sha256()
+    for name, _, _ in key:
+        h.update(name.encode() + b"\0" + (HERE / name).read_bytes() + b"\0")
+    return h.hexdigest()
+
+
 def _hash(*parts) -> str:
     h = hashlib.sha256()
     for p in (CACHE_FORMAT, *parts):
@@ -299,7 +315,7 @@ def _compile(cmd: list[str], out: Path, filename: str, source: str | None = None
 
 def _object(source: Path, flags: tuple[str, ...], tag: str) -> Path:
     _, ident = compiler()
-    key = _hash(source.read_bytes(), PRELUDE.read_bytes(), flags, ident)
+    key = _hash(source.read_bytes(), headers_digest(), flags, ident)
     out = cache_dir() / f"{tag}-{key}.o"
     _cached(out, lambda tmp: _compile([*flags, "-I", str(HERE), "-c", str(source)], tmp,
                                       source.name))
@@ -366,7 +382,7 @@ def _cuda_rule(msg: str, code: str, source: str | None) -> str:
         return ("warpSize is not a compile-time constant in CUDA (it is a variable read at run "
                 "time), so it cannot size an array or be a template argument; write 32 there")
     names = set(constant_names(source or ""))
-    m = re.search(r"read-only (?:location|variable) '(?:\(?[*&]?)?([A-Za-z_]\w*)", msg)
+    m = re.search(r"read-only (?:location|variable|reference) '(?:\(?[*&]?)?([A-Za-z_]\w*)", msg)
     name = m.group(1) if m and m.group(1) in names else ""
     if not name and "const" in msg:
         name = next((n for n in names if re.search(rf"\b{n}\b", code)), "")
@@ -442,36 +458,48 @@ def explain_compiler_errors(log: str, filename: str, source: str | None = None) 
 # --------------------------------------------------------------------------- building
 
 def translation_unit(source: str, filename: str, defines: dict | None,
-                     kernels: list[KernelSignature]) -> str:
-    """The C++ file the emulator compiles: prelude, defines, the kernel source, entry points."""
+                     kernels: list[KernelSignature], guards: int = 0) -> str:
+    """The C++ file the emulator compiles: prelude, defines, the kernel source, entry points
+    (each kernel's, the sizes of its parameters, and the address and shape of each global
+    variable that ``get_global`` can reach). ``guards``: bytes of guard around each
+    ``__constant__`` variable (the race detector's build)."""
+    from .rewrite import accessible_globals, rewrite_for_emulator
+
     head = ['#include "cuda_emu.h"', *define_lines(defines), f'#line 1 "{c_string(filename)}"']
     tail = ['#line 1 "<gpucourse emulator entry points>"']
-    tail += [f"GCEMU_EXPORT void __gcemu_entry_{k.name}(void** a) {{ __gcemu_invoke({k.name}, a); }}"
-             for k in kernels]
-    return "\n".join(head) + "\n" + rewrite_for_emulator(source) + "\n" + "\n".join(tail) + "\n"
+    for k in kernels:
+        tail.append(f"GCEMU_EXPORT void __gcemu_entry_{k.name}(void** a) {{ __gcemu_invoke({k.name}, a); }}")
+        tail.append(f"GCEMU_EXPORT void __gcemu_sizes_{k.name}(unsigned long long* s) "
+                    f"{{ __gcemu_param_sizes({k.name}, s); }}")
+    for name in accessible_globals(source, defines):
+        tail.append(f"GCEMU_EXPORT void* __gcemu_global_{name}(unsigned long long* i, const char** k) "
+                    f"{{ return __gcemu_global_info({name}, i, k); }}")
+    body = rewrite_for_emulator(source, defines, guards)
+    return "\n".join(head) + "\n" + body + "\n" + "\n".join(tail) + "\n"
 
 
 def build_library(source: str, *, filename: str = "kernel.cu", defines: dict | None = None,
                   extra_flags=(), extra_sources=(), extra_source_flags=(),
-                  switch: str | None = None) -> "Library":
+                  switch: str | None = None, guards: int = 0) -> "Library":
     """Compile CUDA C ``source`` for the emulator (or take it from the cache) and load it.
 
     ``extra_flags`` go to the kernel's compilation only (e.g. instrumentation);
     ``extra_sources`` are C++ files compiled with the base flags plus
     ``extra_source_flags`` and linked in (e.g. the hooks that instrumentation calls).
-    ``switch="ucontext"`` forces the portable context switch.
+    ``switch="ucontext"`` forces the portable context switch; ``guards``: bytes of guard
+    around each ``__constant__`` variable (the race detector's build).
     """
     filename = os.path.basename(filename) or "kernel.cu"
-    check_supported(source, filename)
-    kernels = find_kernels(source, filename)
-    tu = translation_unit(source, filename, defines, kernels)
+    check_supported(source, filename, defines)
+    kernels = find_kernels(source, filename, defines)
+    tu = translation_unit(source, filename, defines, kernels, guards)
     switch = switch or switch_kind_requested()
     _, ident = compiler()
     runtime = runtime_object(switch)
     extras = [_object(Path(p), BASE_FLAGS + tuple(extra_source_flags), "extra")
               for p in extra_sources]
     flags = BASE_FLAGS + _kernel_flags() + tuple(extra_flags)
-    key = _hash(tu, PRELUDE.read_bytes(), runtime.name, [e.name for e in extras], flags,
+    key = _hash(tu, headers_digest(), runtime.name, [e.name for e in extras], flags,
                 _link_flags(), ident)
     with _lock:
         if key in _loaded:
