@@ -88,6 +88,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .bfloat16 import bfloat16, bfloat16_to_float
 from .build import (DEFAULT_STACK_KB, SHARED_MEM_LIMIT, KernelError, Library, build_library,
                     cache_dir, compiler, runtime_object, switch_kind_requested)
 from .checks import OutOfBounds, race_check, run_isolated, run_launch
@@ -96,7 +97,7 @@ from .source import KernelSignature, Param, check_supported, find_kernels
 __all__ = ["KernelError", "OutOfBounds", "Library", "build_library", "race_check", "run_isolated",
            "empty", "empty_like", "switch_kind", "cache_dir", "SHARED_MEM_LIMIT", "DEFAULT_STACK_KB",
            "find_kernels", "check_supported", "KernelSignature", "Param", "compiler",
-           "run_launch", "runtime_object"]
+           "run_launch", "runtime_object", "bfloat16", "bfloat16_to_float"]
 
 
 def empty(shape, dtype=np.float32) -> np.ndarray:

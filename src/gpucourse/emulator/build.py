@@ -373,11 +373,38 @@ def _missing_cuda_function(msg: str) -> str:
     return ""
 
 
+# Names that come from a CUDA header a file must include, under nvcc too.
+_HEADER_OF = [
+    (re.compile(r"__half2?|half2?|__(?:float|double|int|uint|short|ushort|ll|ull)2half\w*|__half2\w+"
+                r"|__h(?:add|sub|mul|div|fma)2?\w*|h(?:sqrt|exp|log)\w*|CUDART_\w+_FP16"), "cuda_fp16.h"),
+    (re.compile(r"__nv_bfloat162?|nv_bfloat162?|__\w*2bfloat16\w*|__bfloat16\w*|CUDART_\w+_BF16"),
+     "cuda_bf16.h"),
+    (re.compile(r"cooperative_groups|cg"), "cooperative_groups.h"),
+    (re.compile(r"nvcuda|wmma"), "mma.h"),
+]
+
+
+def _missing_header(msg: str) -> str:
+    """A sentence for an undeclared name that a CUDA header declares, or ''."""
+    m = re.match(r"['\u2018](\w+)['\u2019] (?:was not declared in this scope|does not name a type"
+                 r"|has not been declared|is not a namespace-name)"
+                 r"|use of undeclared identifier '(\w+)'|unknown type name '(\w+)'", msg)
+    name = m and next((g for g in m.groups() if g), None)
+    for pattern, header in _HEADER_OF if name else ():
+        if pattern.fullmatch(name):
+            return (f"`{name}` comes from <{header}>: add #include <{header}> at the top of the "
+                    f"file (nvcc needs it too)")
+    return ""
+
+
 def _cuda_rule(msg: str, code: str, source: str | None) -> str:
     """The CUDA rule that a g++ error on kernel line ``code`` comes from, or ''."""
-    missing = _missing_cuda_function(msg)
+    missing = _missing_cuda_function(msg) or _missing_header(msg)
     if missing:
         return missing
+    if re.search(r"ambiguous overload for 'operator", msg) and re.search(r"half|bfloat16", msg):
+        return (f"{msg}: CUDA has no mixed 16-bit and float arithmetic either; convert one side "
+                f"(e.g. __hadd(x, __float2half(1.0f)), or compute in float with __half2float)")
     if re.search(r"\bwarpSize\b", code) and "constant" in msg:
         return ("warpSize is not a compile-time constant in CUDA (it is a variable read at run "
                 "time), so it cannot size an array or be a template argument; write 32 there")
@@ -622,6 +649,15 @@ class Library:
                 total += size
         return total
 
+    def param_sizes(self, name: str) -> list[int]:
+        """The bytes of each parameter of kernel ``name`` (``sizeof``, as compiled)."""
+        n = len(self.kernels[name].params)
+        out = (ctypes.c_ulonglong * max(n, 1))()
+        fn = getattr(self._dll, f"__gcemu_sizes_{name}")
+        fn.restype = None
+        fn(out)
+        return [int(v) for v in out[:n]]
+
     def _take_output(self) -> str:
         n = self._dll.gcemu_output(None, 0)
         text = ""
@@ -645,8 +681,9 @@ class Library:
         for p, a in zip(sig.params, args):
             if p.pointer:
                 holders.append(ctypes.c_void_p(a.__array_interface__["data"][0]))
-            else:
-                holders.append(np.ctypeslib.as_ctypes_type(p.dtype)(a))
+            else:  # a value's bytes (a scalar of the parameter's type, or a struct's)
+                data = a.tobytes() if isinstance(a, np.void) else np.asarray(a, p.dtype).tobytes()
+                holders.append(ctypes.create_string_buffer(data, max(len(data), 1)))
         pointers = (ctypes.c_void_p * max(1, len(holders)))(*[ctypes.addressof(h) for h in holders])
         g = (ctypes.c_uint * 3)(*grid)
         b = (ctypes.c_uint * 3)(*block)

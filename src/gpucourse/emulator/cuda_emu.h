@@ -142,6 +142,8 @@ GCEMU_HIDDEN const GcemuWarpResult* __gcemu_exchange(unsigned mask, uint64_t val
 GCEMU_HIDDEN const GcemuWarpResult* __gcemu_collective(unsigned mask, uint64_t value, int mode,
                                                        const char* what);
 GCEMU_HIDDEN void __gcemu_fail(const char* what) __attribute__((noreturn));
+// Stops the launch with "kernel NAME: " and `what`, a sentence that names the thread itself.
+GCEMU_HIDDEN void __gcemu_fail_message(const char* what) __attribute__((noreturn));
 GCEMU_HIDDEN void __gcemu_assert_fail(const char* expr, const char* file, int line) __attribute__((noreturn));
 GCEMU_HIDDEN int __gcemu_printf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 GCEMU_HIDDEN long long __gcemu_clock64(void);

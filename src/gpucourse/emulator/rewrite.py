@@ -11,6 +11,9 @@ _DROPPED_INCLUDES = re.compile(
     r"^[ \t]*#[ \t]*include[ \t]*[<\"](assert\.h|cassert|cuda_runtime\.h|cuda_runtime_api\.h"
     r"|cuda\.h|device_launch_parameters\.h|device_functions\.h|math_constants\.h"
     r"|vector_types\.h|sm_\d+_intrinsics\.h|cuda_fp16\.hpp|cuda_bf16\.hpp)[>\"][^\n]*$", re.M)
+# The emulator's <cooperative_groups.h> holds what reduce.h and scan.h add.
+_GROUP_PARTS = re.compile(r"^([ \t]*#[ \t]*include[ \t]*[<\"])cooperative_groups/(?:reduce|scan)\.h([>\"])",
+                          re.M)
 _EXTERN_SHARED = re.compile(r"\bextern\s+__shared__\s+([^;]*?)\s*;")
 # `__shared__ T name[d1][d2];` (static: `extern` is handled above), without commas (they
 # would split the macro's arguments) or an initializer (refused by check_supported).
@@ -162,6 +165,7 @@ def rewrite_for_emulator(code: str, defines: dict | None = None, guards: int = 0
     code = _place_shared(code, view(code, defines).text)
     code = _mark_returns(code)
     code = _DROPPED_INCLUDES.sub("", code)
+    code = _GROUP_PARTS.sub(r"\1cooperative_groups.h\2", code)
     code = re.sub(r"\bstatic(\s+)__shared__\b", r"\1__shared__", code)  # the macro adds static
     code = _STATIC_SHARED_ARRAY.sub(
         lambda m: f"GCEMU_SHARED_ARRAY({m.group(1)}, {m.group(2)}, {m.group(3).strip()});", code)

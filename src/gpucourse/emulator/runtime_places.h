@@ -28,6 +28,12 @@ static void gather_complete(const Warp* w, Fiber* base, unsigned members, int ki
   }
 }
 
+extern "C" void __gcemu_fail_message(const char* what) {
+  snprintf(g_message, sizeof g_message, "kernel %s: %s", g_kernel, what);
+  g_status = 1;
+  leave_to_main();
+}
+
 extern "C" void* const* __gcemu_warp_gather(void* desc, int op, const char* what) {
   Fiber* f = g_cur;
   Warp* w = &g_warp[f->rank >> 5];
