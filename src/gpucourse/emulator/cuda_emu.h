@@ -118,6 +118,9 @@ extern GCEMU_HIDDEN const int warpSize;
 
 // ---------------------------------------------------------------- runtime entry points
 extern "C" {
+// Dynamic shared memory (extern __shared__, which emulator/rewrite.py turns into a pointer
+// to it) and the placed __shared__ variables after it.
+extern GCEMU_HIDDEN char __gcemu_dynamic_shared_buf[];
 GCEMU_HIDDEN int __gcemu_block_barrier(int pred);  // returns the round's slot for the *_count/and/or results
 GCEMU_HIDDEN int __gcemu_barrier_result(int slot, int kind);
 // The source line of the barrier a thread calls, set just before __gcemu_block_barrier: all

@@ -71,7 +71,7 @@ struct __gcemu_wmma_call {
   const void* ptr;           // load and store: the matrix
   unsigned ldm;
   int layout;                // 0 row-major, 1 column-major
-  int line;
+  int line;                  // the call's line in the source
 };
 enum { __GCEMU_WMMA_LOAD = 0, __GCEMU_WMMA_STORE = 1, __GCEMU_WMMA_MMA = 2 };
 
@@ -85,10 +85,10 @@ static inline __gcemu_wmma_call* const* __gcemu_wmma_gather(__gcemu_wmma_call* m
     const __gcemu_wmma_call* c = all[l];
     char text[300];
     if (c->line != all[0]->line) {
-      snprintf(text, sizeof text, "lanes of warp %u in block (%u,%u,%u) called %s at different "
-               "lines (%d and %d); a fragment belongs to the whole warp, so all 32 lanes must make "
-               "the same call", __gcemu_thread_rank() / 32, blockIdx.x, blockIdx.y, blockIdx.z,
-               what, all[0]->line, c->line);
+      snprintf(text, sizeof text, "lanes of warp %u in block (%u,%u,%u) called %s at lines %d and "
+               "%d; a fragment belongs to the whole warp, so all 32 lanes must make the same call",
+               __gcemu_thread_rank() / 32, blockIdx.x, blockIdx.y, blockIdx.z, what, all[0]->line,
+               c->line);
       __gcemu_fail_message(text);
     }
     if (c->ptr != all[0]->ptr || c->ldm != all[0]->ldm || c->layout != all[0]->layout) {

@@ -145,12 +145,22 @@ def _keep_static_shared(code: str) -> str:
     return code
 
 
+def _dynamic_shared(m: re.Match) -> str:
+    """``extern __shared__ T name[];`` as a pointer to the runtime's dynamic shared buffer (a
+    pointer, not an asm label: g++ drops an asm label on a block-scope extern in a template)."""
+    d = re.match(r"(?P<type>.*?)(?P<name>[A-Za-z_]\w*)\s*\[\s*\]\s*$", m.group(1), re.S)
+    if not d or not d.group("type").strip():
+        return m.group(0)
+    t = d.group("type").strip()
+    return (f"{t}* const {d.group('name')} = reinterpret_cast<{t}*>(__gcemu_dynamic_shared_buf);")
+
+
 def rewrite_for_emulator(code: str, defines: dict | None = None, guards: int = 0) -> str:
     """Make ``code`` compile on the host without changing its line numbers.
 
     - the ``__shared__`` variables of templates, inline functions and lambdas get their
       memory from the runtime, once per block (``__gcemu_shared_place``);
-    - ``extern __shared__ T name[];`` names the runtime's dynamic shared buffer;
+    - ``extern __shared__ T name[];`` becomes a pointer to the runtime's dynamic shared buffer;
     - ``__shared__ T name[N];`` becomes ``GCEMU_SHARED_ARRAY(T, name, [N]);`` (the race
       detector's build puts guard bytes after it); every static ``__shared__`` variable is
       marked ``used``, so that the compiler keeps it even where it is never read;
@@ -169,9 +179,7 @@ def rewrite_for_emulator(code: str, defines: dict | None = None, guards: int = 0
     code = re.sub(r"\bstatic(\s+)__shared__\b", r"\1__shared__", code)  # the macro adds static
     code = _STATIC_SHARED_ARRAY.sub(
         lambda m: f"GCEMU_SHARED_ARRAY({m.group(1)}, {m.group(2)}, {m.group(3).strip()});", code)
-    code = _EXTERN_SHARED.sub(
-        lambda m: ("extern __attribute__((visibility(\"hidden\"))) " + m.group(1)
-                   + " __asm__(\"__gcemu_dynamic_shared_buf\");"), code)
+    code = _EXTERN_SHARED.sub(_dynamic_shared, code)
     return _keep_static_shared(code)
 
 

@@ -34,8 +34,8 @@ import numpy as np
 
 from ..errors import CompileError, CourseError, DeviceError, InputError, LaunchError
 from ..emulator.build import SHARED_MEM_LIMIT
-from ..emulator.source import (KernelSignature, Param, c_string, define_lines, defines_key,
-                               find_kernels)
+from ..emulator.source import (BFLOAT16_TYPES, KernelSignature, Param, c_string, define_lines,
+                               defines_key, find_kernels)
 
 KERNEL_DIR = Path(__file__).resolve().parent
 
@@ -133,7 +133,7 @@ def _is_cupy(a) -> bool:
 
 
 def _article(word: str) -> str:
-    return "an" if word[:1] in "aeiou" else "a"
+    return "an" if word[:1] in "aeio" else "a"  # a uint16: the u sounds as "you"
 
 
 def _what(a) -> str:
@@ -172,6 +172,10 @@ def check_args(kernel: str, params: tuple[Param, ...], args, backend: str,
             continue
         if p.pointer:
             want = "an array" if p.dtype is None else f"{_article(p.dtype.name)} {p.dtype.name} array"
+            convert = f".astype(np.{p.dtype.name})" if p.dtype is not None else ""
+            if p.base in BFLOAT16_TYPES:  # NumPy has no bfloat16: its bits travel in uint16
+                want += " of bfloat16 bits (gc.emulator.bfloat16(values) makes them)"
+                convert = "gc.emulator.bfloat16(...)"
             if not (isinstance(a, np.ndarray) or _is_cupy(a)):
                 raise LaunchError(f"{head}: pass {want}, not {_what(a)}.")
             if backend == "cuda" and isinstance(a, np.ndarray):
@@ -181,8 +185,8 @@ def check_args(kernel: str, params: tuple[Param, ...], args, backend: str,
                 raise LaunchError(f"{head}: this kernel runs on the CPU emulator, so pass a NumPy "
                                   f"array (gc.device.to_host(...)), not a CuPy array.")
             if p.dtype is not None and a.dtype != p.dtype:
-                raise LaunchError(f"{head}: pass {want}, not {_article(a.dtype.name)} {a.dtype.name} array (convert with "
-                                  f".astype(np.{p.dtype.name})).")
+                raise LaunchError(f"{head}: pass {want}, not {_article(a.dtype.name)} {a.dtype.name} "
+                                  f"array (convert with {convert}).")
             if not a.flags.c_contiguous:
                 raise LaunchError(f"{head}: the array is not C-contiguous (a transposed view, or "
                                   f"a slice with a step?); pass a contiguous copy "
