@@ -259,7 +259,8 @@ def _misuse_line(text):
         r"{4}; a fragment belongs to the whole warp, so all 32 lanes must make the same call"),
     (2, r"lanes 0 and 1 of warp 0 in block \(0,0,0\) passed different pointers to "
         r"wmma::load_matrix_sync on line {1}; every lane must pass the same pointer"),
-    (3, r"wmma::load_matrix_sync on line {2} got a pointer that is not aligned to 32 bytes"),
+    (3, r"wmma::load_matrix_sync on line {2} got a pointer that is not aligned to 16 bytes, but a "
+        r"GPU needs 32 \(256 bits\)"),
     (4, r"wmma::load_matrix_sync on line {3} got ldm = 12, but ldm must be a multiple of 8 elements"),
 ])
 def test_wmma_calls_that_are_not_the_whole_warps_are_named(kind, match):

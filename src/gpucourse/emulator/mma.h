@@ -102,10 +102,11 @@ static inline __gcemu_wmma_call* const* __gcemu_wmma_gather(__gcemu_wmma_call* m
   }
   if (op != __GCEMU_WMMA_MMA) {
     char text[300];
-    if (((uintptr_t)all[0]->ptr) % 32u) {
-      snprintf(text, sizeof text, "%s on line %d got a pointer that is not aligned to 32 bytes "
-               "(256 bits), which a GPU requires; start each tile at a multiple of 32 bytes",
-               what, all[0]->line);
+    // A GPU wants 32 bytes (cudaMalloc gives 256); NumPy's arrays are aligned to 16 only.
+    if (((uintptr_t)all[0]->ptr) % 16u) {
+      snprintf(text, sizeof text, "%s on line %d got a pointer that is not aligned to 16 bytes, "
+               "but a GPU needs 32 (256 bits); start each tile at a multiple of 32 bytes from the "
+               "start of its array", what, all[0]->line);
       __gcemu_fail_message(text);
     }
     if ((all[0]->ldm * elem) % 16u) {

@@ -505,7 +505,7 @@ class KernelModule:
         if isinstance(target, np.ndarray):
             target[...] = host
         else:
-            target.set(np.ascontiguousarray(host))
+            target.set(np.array(host, order="C"))  # (ascontiguousarray makes a 0-d array 1-d)
 
     def emulator_limits(self, name: str) -> Limits:
         """The emulator's launch limits of kernel ``name`` (its static shared memory counted)."""
