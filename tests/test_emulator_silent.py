@@ -70,6 +70,15 @@ extern "C" __global__ void taps(const float* x, float* y, int n, int radius) {
 }
 
 extern "C" __global__ void shifted(float* y) { y[threadIdx.x] = c_taps[(int)threadIdx.x - 1]; }
+
+// g++ does not instrument a store of a call's result: the poison tells it was written.
+extern "C" __global__ void call_results(const float* x, float* y) {
+  __shared__ float2 s[32];
+  s[threadIdx.x] = make_float2(x[threadIdx.x], 2.0f * x[threadIdx.x]);
+  __syncthreads();
+  const float2 v = s[31 - threadIdx.x];
+  y[threadIdx.x] = v.x + v.y;
+}
 """, name="silent", backend="cpu")
 
 
@@ -110,6 +119,12 @@ def test_template_and_dynamic_shared_memory_read_before_written():
                                           r"reads dynamic shared memory `dyn` \(extern __shared__\) at "
                                           r"byte 0 before any thread of its block wrote it"):
         SILENT.dynamic_tile(1, 32, (x, y), 33 * 4, race_check=True)
+
+
+def test_shared_memory_written_with_a_calls_result_counts_as_written():
+    x, y = np.arange(32, dtype=np.float32), np.zeros(32, np.float32)
+    SILENT.call_results(1, 32, (x, y), race_check=True)
+    np.testing.assert_array_equal(y, 3 * x[::-1])
 
 
 def test_a_missing_barrier_is_named_as_a_race_not_as_unwritten_memory():

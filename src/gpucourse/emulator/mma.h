@@ -124,8 +124,12 @@ static inline size_t __gcemu_wmma_at(int r, int c, int layout, unsigned ldm) {
   return layout == 0 ? (size_t)r * ldm + c : (size_t)c * ldm + r;
 }
 
+// The operations that touch memory are inlined (at -O0 too), so that the race detector's
+// debug information names the kernel's line of each call.
+#define GCEMU_WMMA_INLINE __attribute__((always_inline)) static inline
+
 template <class Use, class T, class L>
-static inline void __gcemu_wmma_load(fragment<Use, 16, 16, 16, T, L>& f, const T* p, unsigned ldm,
+GCEMU_WMMA_INLINE void __gcemu_wmma_load(fragment<Use, 16, 16, 16, T, L>& f, const T* p, unsigned ldm,
                                      int layout, int line) {
   __gcemu_wmma_call mine = {&f, 0, 0, 0, p, ldm, layout, line};
   __gcemu_wmma_call* const* all = __gcemu_wmma_gather(&mine, __GCEMU_WMMA_LOAD,
@@ -141,33 +145,33 @@ static inline void __gcemu_wmma_load(fragment<Use, 16, 16, 16, T, L>& f, const T
 }
 
 template <class T>
-static inline void load_matrix_sync(fragment<matrix_a, 16, 16, 16, T, row_major>& f, const T* p,
+GCEMU_WMMA_INLINE void load_matrix_sync(fragment<matrix_a, 16, 16, 16, T, row_major>& f, const T* p,
                                     unsigned ldm, int line = __builtin_LINE()) {
   __gcemu_wmma_load(f, p, ldm, 0, line);
 }
 template <class T>
-static inline void load_matrix_sync(fragment<matrix_a, 16, 16, 16, T, col_major>& f, const T* p,
+GCEMU_WMMA_INLINE void load_matrix_sync(fragment<matrix_a, 16, 16, 16, T, col_major>& f, const T* p,
                                     unsigned ldm, int line = __builtin_LINE()) {
   __gcemu_wmma_load(f, p, ldm, 1, line);
 }
 template <class T>
-static inline void load_matrix_sync(fragment<matrix_b, 16, 16, 16, T, row_major>& f, const T* p,
+GCEMU_WMMA_INLINE void load_matrix_sync(fragment<matrix_b, 16, 16, 16, T, row_major>& f, const T* p,
                                     unsigned ldm, int line = __builtin_LINE()) {
   __gcemu_wmma_load(f, p, ldm, 0, line);
 }
 template <class T>
-static inline void load_matrix_sync(fragment<matrix_b, 16, 16, 16, T, col_major>& f, const T* p,
+GCEMU_WMMA_INLINE void load_matrix_sync(fragment<matrix_b, 16, 16, 16, T, col_major>& f, const T* p,
                                     unsigned ldm, int line = __builtin_LINE()) {
   __gcemu_wmma_load(f, p, ldm, 1, line);
 }
 template <class T>
-static inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, T>& f, const T* p,
+GCEMU_WMMA_INLINE void load_matrix_sync(fragment<accumulator, 16, 16, 16, T>& f, const T* p,
                                     unsigned ldm, layout_t layout, int line = __builtin_LINE()) {
   __gcemu_wmma_load(f, p, ldm, layout == mem_col_major, line);
 }
 
 template <class T>
-static inline void store_matrix_sync(T* p, const fragment<accumulator, 16, 16, 16, T>& f,
+GCEMU_WMMA_INLINE void store_matrix_sync(T* p, const fragment<accumulator, 16, 16, 16, T>& f,
                                      unsigned ldm, layout_t layout, int line = __builtin_LINE()) {
   __gcemu_wmma_call mine = {(void*)&f, 0, 0, 0, p, ldm, layout == mem_col_major, line};
   __gcemu_wmma_call* const* all = __gcemu_wmma_gather(&mine, __GCEMU_WMMA_STORE,
@@ -190,7 +194,7 @@ static inline void fill_fragment(fragment<Use, 16, 16, 16, T, L>& f, const V& v)
 // D = A B + C for the warp: the lane that arrives last gathers the 32 lanes' a, b and c
 // elements, multiplies in float and gives each lane its elements of d.
 template <class TI, class LA, class LB, class TC, class TD>
-static inline void mma_sync(fragment<accumulator, 16, 16, 16, TD>& d,
+GCEMU_WMMA_INLINE void mma_sync(fragment<accumulator, 16, 16, 16, TD>& d,
                             const fragment<matrix_a, 16, 16, 16, TI, LA>& a,
                             const fragment<matrix_b, 16, 16, 16, TI, LB>& b,
                             const fragment<accumulator, 16, 16, 16, TC>& c, bool satf = false,

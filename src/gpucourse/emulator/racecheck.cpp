@@ -294,12 +294,16 @@ __attribute__((noinline)) static void bad_address(uintptr_t addr, uint8_t space,
 
 // Shared memory: a write marks its bytes written by this block; a read (or an atomic) of a
 // byte no thread of the block has written is kept as the launch's first uninitialized read.
-// Block copies (a struct with padding) are not checked.
+// Block copies (a struct with padding) are not checked. g++ does not instrument a store of a
+// call's result (`s[i] = __float2half(x)`, `s[i] = make_float2(a, b)`), so a byte that no
+// longer holds the runtime's poison (0xFF) counts as written.
 static inline void watch_written(Range* R, uintptr_t addr, uintptr_t end, const Access& c,
                                  int checked) {
   uint32_t* w = R->written + (addr - R->lo);
   const size_t n = end - addr;
   if (c.kind != K_WRITE && checked && !g_uninit.found) {
+    for (size_t k = 0; k < n; k++)
+      if (w[k] != g_block && ((const unsigned char*)addr)[k] != 0xFF) w[k] = g_block;
     for (size_t k = 0; k < n; k++)
       if (w[k] != g_block) {
         g_uninit.found = F_UNINITIALIZED;
