@@ -202,6 +202,22 @@ def test_template_shared_memory_counts_against_the_48_kb_of_a_block():
         TMPL.too_big(1, 32, (np.zeros(32, np.float32),))
 
 
+def test_template_shared_memory_shares_the_48_kb_with_its_own_kernels_arrays_only():
+    """Other kernels' static arrays in the same file are not charged to this kernel's block."""
+    code = ('template <int N> __device__ float twice(float v) {\n'
+            '  __shared__ float t[N]; t[threadIdx.x] = v; __syncthreads(); return 2 * t[threadIdx.x];\n'
+            '}\n'
+            'extern "C" __global__ void big1(float* x) { __shared__ float a[10000]; a[0] = 1; x[0] = a[0]; }\n'
+            'extern "C" __global__ void big2(float* x) { __shared__ float b[10000]; b[0] = 2; x[0] = b[0]; }\n'
+            'extern "C" __global__ void small(float* x) { x[threadIdx.x] = twice<1536>(x[threadIdx.x]); }\n')
+    mod = gk.from_source(code, name="shares", backend="cpu")
+    x = np.ones(32, np.float32)
+    mod.small(1, 32, (x,))
+    assert (x == 2).all()
+    mod.big1(1, 1, (x,))
+    assert x[0] == 1
+
+
 def test_a_race_on_template_shared_memory_is_found_and_named():
     racy = TEMPLATES.replace("    if (threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];\n"
                              "    __syncthreads();\n",

@@ -67,6 +67,13 @@ static void place_block_start(unsigned dyn_shared) {
 }
 
 static size_t static_shared_bytes(void);
+// The static __shared__ bytes of the kernel being launched (Python sets them from the
+// library's symbols), or (size_t)-1: the whole section's, every kernel's arrays.
+static size_t g_kernel_static_shared = (size_t)-1;
+GCEMU_EXPORT void gcemu_set_static_shared(size_t bytes) { g_kernel_static_shared = bytes; }
+static size_t kernel_static_shared(void) {
+  return g_kernel_static_shared != (size_t)-1 ? g_kernel_static_shared : static_shared_bytes();
+}
 
 extern "C" void* __gcemu_shared_place(GcemuSharedSlot* slot, size_t bytes, size_t align,
                                       size_t elem, const char* name) {
@@ -74,13 +81,13 @@ extern "C" void* __gcemu_shared_place(GcemuSharedSlot* slot, size_t bytes, size_
   if (align < 1 || (align & (align - 1))) align = 16;
   const size_t at = (g_place_top + align - 1) & ~(align - 1), end = at + bytes;
   const size_t used = __gcemu_place_guard ? end + __gcemu_place_guard  // a tool's build
-                                          : end + static_shared_bytes();
+                                          : end + kernel_static_shared();
   if (used > (__gcemu_place_guard ? 2u * DYN_SHARED_BYTES : (size_t)DYN_SHARED_BYTES)) {
     snprintf(g_message, sizeof g_message,
              "kernel %s: the __shared__ array `%s` (%zu bytes, in a template or inline function) "
              "does not fit in the 48 KB of shared memory a block may have beside the kernel's "
              "other __shared__ arrays (%zu bytes) and its shared_mem; use smaller tiles",
-             g_kernel, name, bytes, static_shared_bytes() + (at - __gcemu_place_guard));
+             g_kernel, name, bytes, kernel_static_shared() + (at - __gcemu_place_guard));
     g_status = 1;
     leave_to_main();
   }

@@ -21,6 +21,12 @@ as 64 bits and silently misread). A kernel call also takes ``race_check=True``,
 for what they do and for the defaults (a learner's ``from_source`` code gets a 10 s limit,
 the course's own kernels none). On the emulator an index out of bounds raises
 ``emulator.OutOfBounds``, naming the line.
+
+``mod.get_global(name)`` reaches a ``__constant__`` or ``__device__`` variable as CuPy's
+``RawModule.get_global`` does (a NumPy view on the emulator, a CuPy array on a GPU) and
+``mod.set_global(name, values)`` sets it on either; a struct passed by value is a NumPy
+structured scalar, whose pointer fields take ``pointer(array)``. docs/emulator.md lists the
+CUDA C the emulator runs.
 """
 from __future__ import annotations
 
