@@ -1207,7 +1207,7 @@ def gpu_check() -> dict:
 
     Best hand-written SGEMM as % of cuBLAS FP32 at 4096³ (>= 50 %, stretch 75 %); fused vs
     unfused elementwise chain (>= 2x); the measured sparse crossover density; matmul TFLOP/s
-    per precision.
+    per precision; the WMMA kernels beside them (``ch5_tensor_cores``).
     """
     device.require_cuda("chapter 5's GPU check", needs="cupy")
     t0 = time.perf_counter()
@@ -1217,6 +1217,8 @@ def gpu_check() -> dict:
         "measured, and the fusion's torch rows ran on the CPU (only its CuPy rows are this GPU's)"]
     check_matmul(backend="cuda")
     sg = sgemm_ladder(n=4096, tune=True, min_time_s=0.1)
+    from . import ch5_tensor_cores  # WMMA beside the FP32 ladder, at the ladder's n
+    tc = ch5_tensor_cores.tensor_core_ladder(min_time_s=0.1, sgemm=sg)
     fu = fusion(min_time_s=0.1, use_compile=torch_gpu)
     # Without torch on the GPU these would time the CPU and be saved as this GPU's figures.
     sp = sparse_sweep(min_time_s=0.03) if torch_gpu else None
@@ -1253,6 +1255,7 @@ def gpu_check() -> dict:
                    "cupy_speedup": cupy_speedup, "compile_s": fu["compile_s"],
                    "compile_error": fu["compile_error"]},
         "notes": notes,
+        "tensor_cores": ch5_tensor_cores.gpu_record(tc),
     }
     if sp is not None:
         keys = ("n", "k", "densities", "sparse_s", "dense_s", "crossover", "nnz", "library")
