@@ -18,7 +18,7 @@ import sys
 import threading
 
 from ..errors import CourseError
-from .sandbox import TASKS_PER_PROCESS, Cgroup, Limits, remove_stale
+from .sandbox import Cgroup, Limits, max_tasks, remove_stale
 
 __all__ = ["GradeError", "Limits", "grade", "add_arguments", "main"]
 
@@ -64,7 +64,7 @@ def resolve_lab(name: str, labs) -> str:
                      + ", ".join(f[: -len('.ipynb')] for f in labs) + ".")
 
 
-def enforcement(limits: Limits) -> list[str]:
+def enforcement(limits: Limits, threads: int = 1) -> list[str]:
     """What the sandbox enforces on this machine, and what it does not, one sentence each."""
     from .gradebook import _size
 
@@ -83,7 +83,7 @@ def enforcement(limits: Limits) -> list[str]:
         cgroup.remove()
         lines.append(f"Processes: more than {limits.processes} stopped the submission (checked "
                      f"every 0.2 s), and a pids cgroup capped its tasks, threads included, at "
-                     f"{limits.processes * TASKS_PER_PROCESS}.")
+                     f"{max_tasks(limits, threads)}.")
     else:
         lines.append(f"Processes: more than {limits.processes} stopped the submission, checked "
                      f"every 0.2 s; no hard cap, since no pids cgroup could be made ({why}), so "
@@ -172,7 +172,7 @@ def grade(paths, out, lab: str | None = None, solutions="solutions",
                 "learner", "lab", "submission")} for r in srows]})
     book = {"generated": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
             "limits": vars(limits), "limits_text": gradebook.limits_text(limits),
-            "enforcement": enforcement(limits), "submissions": entries,
+            "enforcement": enforcement(limits, threads), "submissions": entries,
             "summary": gradebook.summary(rows, labs)}
     gradebook.write_csv(rows, out / "gradebook.csv")
     gradebook.write_json(book, out / "gradebook.json")

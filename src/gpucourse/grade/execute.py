@@ -13,8 +13,7 @@ import tempfile
 import time
 import uuid
 
-from .sandbox import TASKS_PER_PROCESS, Cgroup, Limits, read_report, scrubbed_env, \
-    supervisor_argv
+from .sandbox import Cgroup, Limits, max_tasks, read_report, scrubbed_env, supervisor_argv
 
 PROBE_SECONDS = 5  # how long an interrupted kernel gets to answer again
 # The reply nbclient records for a cell it interrupted at its time limit.
@@ -106,13 +105,16 @@ def _stop(km, wait: float = 10.0) -> None:
             pass
 
 
-def stop_reason(report: dict, limits: Limits) -> str:
+def stop_reason(report: dict, limits: Limits, threads: int = 1) -> str:
     """One sentence for why the supervisor ended the kernel."""
     event = report.get("event")
     if event == "cpu":
         return f"the kernel used more than {limits.cpu_seconds} s of CPU time and was stopped"
     if event == "processes":
         return f"the code started more than {limits.processes} processes and was stopped"
+    if event == "tasks":
+        return (f"the code started more than the {max_tasks(limits, threads)} processes and "
+                "threads allowed and was stopped")
     if event == "time":
         return f"the notebook ran past its {limits.notebook_seconds:g} s limit and was stopped"
     if event == "file":
@@ -140,7 +142,7 @@ def run_notebook(nb: dict, limits: Limits, threads: int | None = None,
 
     root = tempfile.mkdtemp(prefix=f"gpucourse-grade-{os.getpid()}-")
     cgroup, why = (Cgroup.create(f"gpucourse-grade-{os.getpid()}-{uuid.uuid4().hex[:8]}",
-                                 limits.processes * TASKS_PER_PROCESS)
+                                 max_tasks(limits, threads or 1))
                    if limits.use_cgroup else (None, "turned off"))
     node = nbformat.reads(json.dumps(nb), as_version=4)
     run = Run([], node, cgroup=why)
@@ -180,9 +182,9 @@ def run_notebook(nb: dict, limits: Limits, threads: int | None = None,
         run_sync(km.cleanup_resources)()
         run.report = read_report(status)
         if not run.stopped and run.report.get("event") not in (None, "terminated", "exited"):
-            run.stopped = stop_reason(run.report, limits)
+            run.stopped = stop_reason(run.report, limits, threads or 1)
         elif run.stopped == "died":
-            run.stopped = stop_reason(run.report, limits)
+            run.stopped = stop_reason(run.report, limits, threads or 1)
         if cgroup and cgroup.refused_forks():
             run.report["refused_forks"] = cgroup.refused_forks()
     finally:

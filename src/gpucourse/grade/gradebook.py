@@ -220,8 +220,8 @@ def write_html(book: dict, labs, path) -> None:
                          f"<td>{sum(r['passed'] for r in s['exercises'])} of {len(exercises)}"
                          f"</td><td class='small'>{'<br>'.join(e(n) for n in notes) or '—'}"
                          "</td></tr>")
-        parts.append("</table><p class='small muted'>✓ passed · ✗ failed · T timed out · "
-                     "– not answered · ? answer cell missing · 2× two answer cells · "
+        parts.append("</table><p class='small muted'>✓ passed, ✗ failed, T timed out, "
+                     "– not answered, ? answer cell missing, 2× two answer cells, "
                      "· not run</p>")
     bad = [s for s in subs if not s["graded"]]
     parts.append("<h2>Could not be graded</h2>")

@@ -34,9 +34,14 @@ POLL_SECONDS = 0.2
 # Time the supervisor gives the grader beyond the notebook's own limit before it stops the
 # kernel itself (the grader stops it first; this catches a grader that has gone away).
 GRACE_SECONDS = 15.0
-# Tasks (processes and threads) a pids cgroup allows per permitted process: a kernel with
-# PyTorch and BLAS loaded runs a few dozen threads.
-TASKS_PER_PROCESS = 32
+# Threads a pids cgroup allows each permitted process beyond its BLAS/OpenMP pool: ipykernel,
+# ZeroMQ and PyTorch's helpers (a lab's kernel peaks at 14-26 tasks with a pool of one).
+EXTRA_THREADS = 8
+
+
+def max_tasks(limits: "Limits", threads: int) -> int:
+    """The pids cgroup's cap on a submission's tasks (processes and threads)."""
+    return limits.processes * (threads + EXTRA_THREADS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -205,6 +210,14 @@ class Cgroup:
         except OSError:
             return []
 
+    def tasks(self) -> int:
+        """Tasks (processes and threads) in it now."""
+        try:
+            with open(os.path.join(self.path, "pids.current")) as f:
+                return int(f.read())
+        except (OSError, ValueError):
+            return 0
+
     def refused_forks(self) -> int:
         """How often a fork or thread was refused at the cap (``max`` in pids.events)."""
         try:
@@ -343,9 +356,11 @@ def supervise(limits: dict, status_path: str, cgroup: str | None, argv: list[str
     """Run ``argv`` (the kernel) under ``limits``; return the exit code for this process."""
     report: dict = {"cgroup": False}
     parent = os.getppid()
+    group = None
     if cgroup:
         try:
             Cgroup(cgroup).add(os.getpid())
+            group = Cgroup(cgroup)
             report["cgroup"] = True
         except OSError as exc:
             report["cgroup_error"] = exc.strerror
@@ -364,6 +379,9 @@ def supervise(limits: dict, status_path: str, cgroup: str | None, argv: list[str
             for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                 signal.signal(sig, signal.SIG_DFL)
             _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            # Below the supervisor and the grader in priority, so that they still get the CPU
+            # to stop a fork bomb or a busy loop.
+            os.nice(10)
             _set_limits(limits)
             os.execv(argv[0], argv)
         except BaseException as exc:  # noqa: BLE001 - the child must never return
@@ -388,6 +406,11 @@ def supervise(limits: dict, status_path: str, cgroup: str | None, argv: list[str
         if time.monotonic() > deadline:
             report["event"] = "time"
             break
+        if group is not None:
+            report["most_tasks"] = max(report.get("most_tasks", 0), group.tasks())
+            if group.refused_forks():  # at the cap: a fork bomb, or far too many threads
+                report["event"] = "tasks"
+                break
         table = process_table()
         below = descendants(me, table)
         # The kernel itself is not one of the processes the learner's code started.
@@ -400,6 +423,13 @@ def supervise(limits: dict, status_path: str, cgroup: str | None, argv: list[str
             if pid != kernel and table[pid] == (me, "Z"):
                 _reap(pid)
         time.sleep(POLL_SECONDS)
+    if group is not None:  # what left the tree but not the cgroup
+        for pid in group.pids():
+            if pid != me:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
     kill_descendants(me, keep=kernel)
     if status is None:
         try:
