@@ -102,6 +102,11 @@ def grade(paths, out, lab: str | None = None, solutions="solutions",
     from . import gradebook
     from .submissions import LabError, find_labs, graded_notebook, read_submission
 
+    try:
+        import nbclient  # noqa: F401
+    except ImportError:
+        raise GradeError("grading runs each notebook with nbclient, which is not installed: "
+                         "pip install \"gpucourse[grading]\" (or nbclient).") from None
     if not sys.platform.startswith("linux"):
         raise GradeError("grading needs Linux (it contains learners' code with /proc, prctl "
                          "and rlimits); run it on a Linux machine or in a Linux container.")
