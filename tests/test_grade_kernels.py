@@ -92,3 +92,45 @@ def test_a_fork_bomb_is_stopped(tmp_path):
                     "the code started more than the 144 processes and threads allowed and was "
                     "stopped")
     assert [s for s, _ in rows["right"]] == ["passed", "passed"]
+
+
+def test_ctrl_c_ends_every_kernel_at_once(tmp_path):
+    import signal
+    import subprocess
+    import time
+
+    for name in ("a", "b"):
+        G.write(tmp_path / "in", f"{name}.ipynb",
+                G.learner({"0.1": "import time\ntime.sleep(600)"}))
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpucourse", "grade", str(tmp_path / "in"), "--out",
+         str(tmp_path / "out"), "--lab", "0", "--jobs", "2", "--cell-timeout", "600",
+         "--solutions", str(G.ROOT / "solutions")],
+        env=dict(os.environ, TMPDIR=str(scratch)), stderr=subprocess.PIPE, text=True)
+
+    def kernels():
+        found = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmdline = f.read()
+            except OSError:
+                continue
+            if b"ipykernel_launcher" in cmdline and str(scratch).encode() in cmdline:
+                found.append(pid)
+        return found
+
+    deadline = time.monotonic() + 120
+    while len(kernels()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert len(kernels()) == 2, "the two kernels did not start"
+    time.sleep(3)  # into the sleeping cell
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "stopped; every kernel was ended" in err, err
+    assert time.monotonic() - t0 < 30
+    assert kernels() == [] and list(scratch.iterdir()) == []
+    assert not (tmp_path / "out" / "gradebook.csv").exists()

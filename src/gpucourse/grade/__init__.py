@@ -98,8 +98,7 @@ def grade(paths, out, lab: str | None = None, solutions="solutions",
           limits: Limits = Limits(), jobs: int | None = None, progress=print) -> dict:
     """Grade the notebooks in ``paths`` against the labs of ``solutions``; write the gradebook
     into ``out`` and return it (the JSON's content)."""
-    from ..runner import OutputFolderError, prepare_output
-    from . import gradebook
+    from . import execute, gradebook
     from .submissions import LabError, find_labs, graded_notebook, read_submission
 
     try:
@@ -116,10 +115,7 @@ def grade(paths, out, lab: str | None = None, solutions="solutions",
         raise GradeError(str(exc)) from None
     lab_name = resolve_lab(lab, labs) if lab else None
     files = find_notebooks(paths)
-    try:
-        out = prepare_output(out)
-    except OutputFolderError as exc:
-        raise GradeError(str(exc).replace("the report", "the gradebook")) from None
+    out = _output_folder(out)
     import tempfile
 
     remove_stale(tempfile.gettempdir())
@@ -156,10 +152,16 @@ def grade(paths, out, lab: str | None = None, solutions="solutions",
             progress(f"{s.learner} ({s.lab.label if s.lab else 'no lab'}): {what}")
 
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-        for f in [pool.submit(one, k) for k in range(len(subs))]:
-            f.result()
+        futures = [pool.submit(one, k) for k in range(len(subs))]
+        try:
+            for f in futures:
+                f.result()
+        except KeyboardInterrupt:  # Ctrl-C: stop every kernel now, not after its time limit
+            for f in futures:
+                f.cancel()
+            execute.stop_all()
+            raise
     rows, entries = [], []
-    (out / "notebooks").mkdir(exist_ok=True)
     for k, s in enumerate(subs):
         run, srows = results[k]
         rows += srows
@@ -183,6 +185,24 @@ def grade(paths, out, lab: str | None = None, solutions="solutions",
     gradebook.write_json(book, out / "gradebook.json")
     gradebook.write_html(book, labs, out / "index.html")
     return book
+
+
+def _output_folder(out) -> pathlib.Path:
+    """``out`` made and writable, checked before any notebook runs."""
+    import tempfile
+
+    out = pathlib.Path(out)
+    if out.exists() and not out.is_dir():
+        raise GradeError(f"cannot write the gradebook into {out}: it is a file, not a folder; "
+                         "choose another with --out.")
+    try:
+        (out / "notebooks").mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".gpucourse-write-test-"):
+            pass
+    except OSError as exc:
+        raise GradeError(f"cannot write the gradebook into {out} ({exc.strerror or exc}); "
+                         "choose a folder you can write to with --out.") from None
+    return out
 
 
 def _safe(name: str) -> str:
@@ -238,6 +258,10 @@ def main(args) -> int:
     except CourseError as exc:
         print(f"python -m gpucourse grade: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("python -m gpucourse grade: stopped; every kernel was ended and no gradebook "
+              "was written.", file=sys.stderr)
+        return 130
     n = len(book["submissions"])
     print(f"graded {sum(s['graded'] for s in book['submissions'])} of {n} submissions: "
           f"{pathlib.Path(args.out) / 'index.html'}")

@@ -10,6 +10,7 @@ import shutil
 import signal
 import stat
 import tempfile
+import threading
 import time
 import uuid
 
@@ -86,6 +87,18 @@ def _outputs(cell) -> tuple[str, str, str]:
     return "".join(stdout), ename, evalue
 
 
+_ACTIVE: set = set()  # the kernel managers of the notebooks running now
+_ACTIVE_LOCK = threading.Lock()
+
+
+def stop_all() -> None:
+    """End every running kernel (the grader was interrupted)."""
+    with _ACTIVE_LOCK:
+        kms = list(_ACTIVE)
+    for km in kms:
+        _stop(km, wait=5.0)
+
+
 def _stop(km, wait: float = 10.0) -> None:
     """End the kernel through its supervisor (which kills everything below it first)."""
     proc = getattr(getattr(km, "provisioner", None), "process", None)
@@ -129,8 +142,7 @@ def stop_reason(report: dict, limits: Limits, threads: int = 1) -> str:
     return "the kernel stopped"
 
 
-def run_notebook(nb: dict, limits: Limits, threads: int | None = None,
-                 label: str = "") -> Run:
+def run_notebook(nb: dict, limits: Limits, threads: int | None = None) -> Run:
     """Execute ``nb`` in a fresh kernel under ``limits``, in a temporary folder removed
     afterwards; errors in cells are recorded, never raised."""
     import nbformat
@@ -146,6 +158,7 @@ def run_notebook(nb: dict, limits: Limits, threads: int | None = None,
                    if limits.use_cgroup else (None, "turned off"))
     node = nbformat.reads(json.dumps(nb), as_version=4)
     run = Run([], node, cgroup=why)
+    km = None
     try:
         work = os.path.join(root, "work")
         os.makedirs(os.path.join(work, "tmp"))
@@ -159,25 +172,38 @@ def run_notebook(nb: dict, limits: Limits, threads: int | None = None,
         km = AsyncKernelManager(kernel_name="graded",
                                 kernel_spec_manager=KernelSpecManager(kernel_dirs=[kernels]))
         km.connection_file = os.path.join(root, "connection.json")
+        # Unix sockets in the submission's private folder, not TCP ports any local user can reach.
+        km.transport, km.ip = "ipc", os.path.join(root, "kernel")
         client = NotebookClient(node, km=km, kernel_name="graded", allow_errors=True,
                                 interrupt_on_timeout=True, error_on_timeout=TIMEOUT_REPLY,
                                 startup_timeout=120, on_cell_error=_mark_timeouts,
                                 timeout=math.ceil(limits.cell_seconds))
         env = scrubbed_env(work, threads=threads, python_path=_package_parent())
+        with _ACTIVE_LOCK:
+            _ACTIVE.add(km)
         start = time.monotonic()
         with open(os.path.join(root, "kernel.log"), "wb") as log:
             try:
                 with client.setup_kernel(env=env, cwd=work, stdout=log, stderr=log):
                     _run_cells(client, km, node, run, limits, start, DeadKernelError)
                     _stop(km)
-                    client.kc.stop_channels()
             except Exception as exc:  # noqa: BLE001 - a kernel that never started
                 _stop(km)
                 log.flush()
-                tail = pathlib.Path(log.name).read_text(errors="replace").strip()
-                tail = tail.splitlines()[-1] if tail else str(exc) or type(exc).__name__
-                run.stopped = (f"the kernel did not start ({tail})" if not run.cells else
-                               f"grading stopped at cell {len(run.cells)} ({exc})")
+                said = [line for line in pathlib.Path(log.name).read_text(
+                    errors="replace").splitlines() if line.strip() and "WARNING" not in line]
+                why_not = said[-1].strip() if said else str(exc) or type(exc).__name__
+                if run.cells:
+                    run.stopped = f"grading stopped at cell {len(run.cells)} ({exc})"
+                elif limits.memory_bytes < 512 << 20:
+                    run.stopped = (f"the kernel did not start ({why_not}); a kernel needs about "
+                                   f"250 MB, more than the {limits.memory_bytes >> 20} MB "
+                                   "--memory allows")
+                else:
+                    run.stopped = f"the kernel did not start ({why_not})"
+            finally:
+                if client.kc is not None:
+                    client.kc.stop_channels()
         run.seconds = time.monotonic() - start
         run_sync(km.cleanup_resources)()
         run.report = read_report(status)
@@ -188,6 +214,8 @@ def run_notebook(nb: dict, limits: Limits, threads: int | None = None,
         if cgroup and cgroup.refused_forks():
             run.report["refused_forks"] = cgroup.refused_forks()
     finally:
+        with _ACTIVE_LOCK:
+            _ACTIVE.discard(km)
         if cgroup:
             cgroup.remove()
         _remove_tree(root)
