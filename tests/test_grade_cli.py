@@ -19,7 +19,7 @@ def one(tmp_path):
     (["{one}", "--out", "{tmp}/out", "--memory", "lots"], "--memory lots: give a size such as"),
     (["{one}", "--out", "{tmp}/out", "--cell-timeout", "0"], "--cell-timeout 0.0: give a number"),
     (["{one}", "--out", "{one}"], "cannot write the gradebook into"),
-    (["{one}", "--out", "{tmp}/out", "--solutions", "{tmp}/empty"], "no solution notebooks in"),
+    (["{one}", "--out", "{tmp}/out", "--solutions", "{tmp}/empty"], "no usable solution notebooks in"),
 ])
 def test_bad_arguments_are_one_line(tmp_path, one, capsys, args, message):
     (tmp_path / "empty").mkdir()

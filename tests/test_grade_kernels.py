@@ -60,6 +60,12 @@ def test_runaway_submissions_cost_only_their_own_grade(tmp_path):
     assert rows["spin"] == [("failed", cpu), ("not run", f"not run: {cpu}")]
     assert rows["stubborn"][0] == ("timed out", "did not finish within the 8 s a cell may take")
     assert rows["stubborn"][1][0] == "not run" and "did not stop" in rows["stubborn"][1][1]
+    # The saved notebook shows the cell that ran out of time, with the limit as its error.
+    saved = next(s["notebook"] for s in book["submissions"] if s["learner"] == "stubborn")
+    cells = json.loads((tmp_path / "out" / saved).read_text())["cells"]
+    [check] = [c for c in cells if "".join(c["source"]).startswith('with Exercise("0.1"')]
+    assert [o.get("ename") for o in check["outputs"] if o["output_type"] == "error"] == \
+        ["GradingTimeLimit"]
     assert [s for s, _ in rows["right"]] == ["passed", "passed"]
 
 

@@ -178,3 +178,41 @@ def test_first_line_skips_the_harness_header():
     assert gradebook.first_line("NameError", "name 'rms_fast' is not defined") == \
         "NameError: name 'rms_fast' is not defined"
     assert gradebook.first_line("AssertionError", "") == "the check failed without a message"
+
+
+def test_an_answer_pasted_from_the_solutions_is_flagged(tmp_path, labs):
+    sub = read_submission(G.ROOT / "solutions" / G.LAB0, labs)
+    assert all("was it copied from solutions/?" in a.note for a in sub.answers)
+
+
+def test_a_broken_solution_leaves_out_its_lab_only(tmp_path):
+    import shutil
+
+    for name in (G.LAB0, G.LAB1):
+        shutil.copy(G.ROOT / "solutions" / name, tmp_path / name)
+    nb = json.loads((tmp_path / G.LAB1).read_text())
+    for cell in nb["cells"]:
+        cell["outputs"] = []  # never executed: no check cell can be found
+    (tmp_path / G.LAB1).write_text(json.dumps(nb))
+    problems = []
+    assert list(find_labs(tmp_path, problems)) == [G.LAB0]
+    [line] = problems
+    assert line.startswith(f"{G.LAB1}: no cell printed 'Exercise 1.1 passed'")
+
+
+def test_the_summary_page_escapes_what_learners_wrote(tmp_path, labs):
+    from gpucourse.grade import Limits
+
+    row = gradebook.Row("<b>eve</b>", G.LAB0, "0.1", False, "failed",
+                        "<script>alert(1)</script>", 0.1, "<i>note</i>", "eve.ipynb")
+    sub = {"learner": row.learner, "lab": G.LAB0, "file": "<eve>.ipynb", "graded": True,
+           "problem": "", "notes": ["<u>x</u>"], "stopped": "", "seconds": 1.0, "notebook": "",
+           "supervisor": {}, "exercises": [vars(row)]}
+    book = {"generated": "2026-01-01T10:00:00+00:00", "limits_text": gradebook.limits_text(
+        Limits()), "enforcement": ["<em>all</em>"], "submissions": [sub],
+            "summary": gradebook.summary([row], labs)}
+    gradebook.write_html(book, labs, tmp_path / "index.html")
+    page = (tmp_path / "index.html").read_text()
+    for raw in ("<script>", "<b>eve", "<i>note", "<u>x", "<em>all"):
+        assert raw not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page

@@ -69,9 +69,9 @@ def enforcement(limits: Limits, threads: int = 1) -> list[str]:
     from .gradebook import _size
 
     user = getpass.getuser()
-    lines = [f"Each submission ran in its own kernel, in a temporary folder (HOME and TMPDIR "
-             f"too) deleted afterwards, with the grader's environment variables reduced to an "
-             f"allow-list without secrets.",
+    lines = ["Each submission ran in its own kernel, in a temporary folder (HOME and TMPDIR "
+             "too) deleted afterwards, with the grader's environment variables reduced to an "
+             "allow-list without secrets.",
              f"Wall time: {limits.cell_seconds:g} s a cell (then interrupted) and "
              f"{limits.notebook_seconds:g} s a notebook (then stopped).",
              f"CPU time: {limits.cpu_seconds} s per process (RLIMIT_CPU).",
@@ -109,10 +109,13 @@ def grade(paths, out, lab: str | None = None, solutions="solutions",
     if not sys.platform.startswith("linux"):
         raise GradeError("grading needs Linux (it contains learners' code with /proc, prctl "
                          "and rlimits); run it on a Linux machine or in a Linux container.")
+    problems: list[str] = []
     try:
-        labs = find_labs(solutions)
+        labs = find_labs(solutions, problems)
     except LabError as exc:
         raise GradeError(str(exc)) from None
+    for line in problems:  # the other labs can still be graded
+        progress(f"left out: {line}")
     lab_name = resolve_lab(lab, labs) if lab else None
     files = find_notebooks(paths)
     out = _output_folder(out)

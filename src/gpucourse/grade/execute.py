@@ -227,7 +227,6 @@ def run_notebook(nb: dict, limits: Limits, threads: int | None = None) -> Run:
 
 def _run_cells(client, km, node, run, limits, start, DeadKernelError):
     import nbformat
-    from jupyter_core.utils import run_sync
 
     for index, cell in enumerate(node.cells):
         if cell.cell_type != "code":
@@ -266,6 +265,7 @@ def _run_cells(client, km, node, run, limits, start, DeadKernelError):
                 client.execute_cell(probe, index)
             except DeadKernelError:
                 probe = None
+            node.cells[index] = cell  # nbclient put the probe in the cell's place
             if probe is None or _timed_out(probe):
                 run.stopped = (f"the kernel did not stop when a cell ran past its "
                                f"{limits.cell_seconds:g} s limit, so the cells after it did "

@@ -173,14 +173,23 @@ def _slot(text: str, heading: str | None, index: int, cell_id, where: str) -> Sl
                 f'{indent}raise NotImplementedError("Exercise {exercise}")')
 
 
-def find_labs(solutions) -> dict[str, Lab]:
-    """Every lab of a solutions folder, by file name."""
+def find_labs(solutions, problems: list | None = None) -> dict[str, Lab]:
+    """Every lab of a solutions folder, by file name. A solution that cannot serve raises
+    LabError, or, when a ``problems`` list is given, is left out with one line appended."""
     folder = pathlib.Path(solutions)
     paths = sorted(p for p in folder.glob("*.ipynb") if not p.name.endswith(".new.ipynb"))
-    if not paths:
-        raise LabError(f"no solution notebooks in {folder}: pass --solutions with the course's "
-                       "solutions/ folder.")
-    return {p.name: read_lab(p) for p in paths}
+    labs = {}
+    for p in paths:
+        try:
+            labs[p.name] = read_lab(p)
+        except LabError as exc:
+            if problems is None:
+                raise
+            problems.append(str(exc))
+    if not labs:
+        raise LabError(f"no usable solution notebooks in {folder}: pass --solutions with the "
+                       "course's solutions/ folder.")
+    return labs
 
 
 # --------------------------------------------------------------------------- a submission
@@ -350,6 +359,10 @@ def read_submission(path, labs: dict[str, Lab], lab_name: str | None = None,
                     "one and hand it in again")))
                 continue
             answer, note = _cut(slot, _text(cells[i]).split("\n"))
+            if any(BEGIN in line or END in line for line in answer):
+                note = "; ".join(filter(None, [note, (
+                    f"the answer carries the solutions' `{BEGIN}` marker, which the lab does "
+                    "not have: was it copied from solutions/?")]))
             blank = [line for line in answer if line.strip()]
             state = "not answered" if not blank or [x.strip() for x in blank] == \
                 [slot.stub.strip()] else "answered"
