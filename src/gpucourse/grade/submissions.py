@@ -342,11 +342,12 @@ def read_submission(path, labs: dict[str, Lab], lab_name: str | None = None,
             if ordinal in chosen or i in chosen.values() or not (cover > 0 or same_id):
                 continue
             chosen[ordinal] = i
-        extra = [i for i, t, _ in cands if i not in chosen.values()
-                 and any(_coverage(s, t.split("\n")) == 1.0 for s in slots)]
+        left = [(i, t) for i, t, _ in cands if i not in chosen.values()]
         used |= set(chosen.values()) | {i for i, _, _ in cands}
         for slot in slots:
             i = chosen.get(slot.ordinal)
+            # Another cell with all of this slot's given lines: a second answer to it.
+            extra = [k for k, t in left if _coverage(slot, t.split("\n")) == 1.0]
             if i is None:
                 sub.answers.append(Answer(slot, [slot.stub], "missing", note=(
                     f"no answer cell for Exercise {exercise}: the cell with "
