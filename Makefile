@@ -34,9 +34,10 @@ $(VENV)/.installed-lab: pyproject.toml $(VENV)/.torch-spec | $(PY)
 	$(PIP) install -q -e ".[lab]"
 	touch $@
 
+# The grading extra (nbgrader, about 15 s to install) lets the tests check nbgrader's way too.
 $(VENV)/.installed-dev: pyproject.toml $(VENV)/.torch-spec | $(PY)
 	$(PIP) install -q $(TORCH_SPEC)
-	$(PIP) install -q -e ".[dev,lab]"
+	$(PIP) install -q -e ".[dev,lab,grading]"
 	touch $@
 
 venv: $(VENV)/.installed-dev
