@@ -34,9 +34,10 @@ $(VENV)/.installed-lab: pyproject.toml $(VENV)/.torch-spec | $(PY)
 	$(PIP) install -q -e ".[lab]"
 	touch $@
 
+# Tests also install Triton (chapter 7's Triton rung runs in its interpreter): about 1 GB.
 $(VENV)/.installed-dev: pyproject.toml $(VENV)/.torch-spec | $(PY)
 	$(PIP) install -q $(TORCH_SPEC)
-	$(PIP) install -q -e ".[dev,lab]"
+	$(PIP) install -q -e ".[dev,lab,triton]"
 	touch $@
 
 venv: $(VENV)/.installed-dev
