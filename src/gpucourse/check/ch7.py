@@ -107,6 +107,7 @@ def compare_loss_and_grads(loss, grads: dict, ref_loss, ref_grads: dict, tol: fl
         missing = sorted(set(ref_grads) - set(grads))
         raise AssertionError(f"{what}: the model's parameters differ from the naive model's "
                              f"(missing {missing[:3]}); build it from the same GPT.")
+    loss = float(loss.detach()) if hasattr(loss, "detach") else float(loss)
     names = list(ref_grads)
     g = torch.cat([grads[n].reshape(-1) for n in names])
     r = torch.cat([ref_grads[n].reshape(-1) for n in names])

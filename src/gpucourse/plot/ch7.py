@@ -45,7 +45,8 @@ def ladder_figure(result: dict) -> Figure:
     measured here; the reference GPU's ladder beside it when a reference file has one."""
     rows = result["rows"]
     refs = _reference_ladder()
-    fig, (a1, a2) = new_figure(1, 2, figsize=(13, 0.5 * len(rows) + 2.4), sharey=True)
+    fig, (a1, a2) = new_figure(1, 2, figsize=(14, 0.5 * len(rows) + 2.6), sharey=True,
+                               gridspec_kw={"width_ratios": [1.25, 1]})
     ys = np.arange(len(rows))
     labels = [r["label"] for r in rows]
     for ax, key, what in ((a1, "time", "step time"), (a2, "memory", "peak memory")):
@@ -53,11 +54,14 @@ def ladder_figure(result: dict) -> Figure:
         for y, r in zip(ys, rows):
             v = r.get(f"{key}_vs_naive")
             if v is None:
-                why = r.get("skipped", "not measured")
+                why = "not run here" + (": " + r["skipped"].split(":")[0] if key == "time"
+                                        and r.get("skipped") else "")
                 if r.get("model") and key == "time":
-                    why += f"\n{r['model']['label']}"
-                ax.annotate(f"not run here: {why}", (0.02, y), xycoords=("axes fraction", "data"),
-                            va="center", fontsize=7, color="#555")
+                    m = r["model"]
+                    why += (f"\nmodel: {m['kernels']} launches x {m['launch_cost_us']:g} us = "
+                            f"{m['saved_ms']:.2g} ms/step a replay would save on a GPU")
+                ax.annotate(why, (0.02, y), xycoords=("axes fraction", "data"), va="center",
+                            fontsize=7, color="#555")
                 values.append(np.nan)
                 continue
             v *= 100
@@ -72,14 +76,16 @@ def ladder_figure(result: dict) -> Figure:
                     xerr=err, capsize=3, height=0.6)
             note = f"{v:.0f}%"
             if key == "time":
-                note += f"  ({r['median_ms']:.3g} ms)"
+                ms = r["median_ms"]
+                note += f"  ({ms:.3g} ms)" if ms < 1000 else f"  ({ms:,.0f} ms)"
             elif r.get("peak_bytes"):
                 note += f"  ({r['peak_bytes'] / 1e6:.3g} MB)"
             if r.get("note"):
                 note += "  interpreter"
-            ax.annotate(note, (v, y), xytext=(4, 0), textcoords="offset points", va="center",
+            end = v + (err[1][0] if err else 0)  # after the error bar, not over it
+            ax.annotate(note, (end, y), xytext=(4, 0), textcoords="offset points", va="center",
                         fontsize=7.5)
-        for j, (lab, ref_rows) in enumerate(refs[:1]):
+        for lab, ref_rows in refs[:1]:
             by = {rr.get("rung"): rr for rr in ref_rows if isinstance(rr, dict)}
             rv = [100 * by.get(r["rung"], {}).get(f"{key}_vs_naive", np.nan) for r in rows]
             ax.plot(rv, ys, "s", mfc="none", color=REFERENCE, ms=7, label=f"{lab} (reference)")
@@ -91,15 +97,15 @@ def ladder_figure(result: dict) -> Figure:
         else:
             ax.set_xlim(0, top * 1.45)
         ax.axvline(100, color=CEILING, ls="--", lw=1, label="naive = 100%")
-        ax.set_xlabel(f"{what}, % of the naive step (measured here; lower is better)")
+        ax.set_xlabel(f"{what}, % of the naive step's (measured; lower is better)")
         ax.legend(loc="lower right", fontsize=7)
         title(ax, f"Cumulative ladder: {what}", result["device"])
     a1.set_yticks(ys, labels)
     a1.invert_yaxis()
     if not refs:
-        fig.text(0.01, 0.005, "No GPU reference data for chapter 7 yet: `make gpu-check` on a "
-                 "GPU records its ladder, drawn here beside this device's.", fontsize=7.5,
-                 color="#444")
+        fig.suptitle("No GPU reference data for chapter 7 yet: `make gpu-check` on a GPU records "
+                     "its ladder, which is then drawn here beside this device's.", fontsize=8,
+                     color="#444")
     return fig
 
 

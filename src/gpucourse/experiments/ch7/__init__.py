@@ -13,8 +13,8 @@ from .checks import check_optimizer, check_replay, check_trainer, naive_referenc
 from .compiling import compile_summary, graph_break_demo, graph_break_table
 from .custom_op import check_kernels_on_emulator, where_it_runs
 from .headless import gpu_check, profile_naive, run_all
-from .ladder import (RUNG_NAMES, graphs_model, ladder_table, optimizer_comparison, run_ladder,
-                     run_setup, rungs)
+from .ladder import (RUNG_NAMES, WIDGET_RUNGS, compare, graphs_model, ladder_table, precision_choices,
+                     optimizer_comparison, run_ladder, run_setup, rungs)
 from .model import GPT, GPTConfig, Setup, make_batch, naive_attention, parameter_count
 from .profile import CATEGORIES, StepProfile, profile_trainer
 from .step import Trainer, build, make_optimizer

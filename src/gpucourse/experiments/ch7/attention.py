@@ -14,6 +14,7 @@ from torch.profiler import ProfilerActivity, profile
 from ...check import ch7 as check7
 from ...display import Table
 from .model import naive_attention
+from .profile import quiet_native_output
 from .step import cpu_threads
 
 BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
@@ -48,8 +49,10 @@ def peak_bytes(variant: str, t: int, heads: int = 4, head_dim: int = 16, batch: 
         _run(variant, q, k, v).backward(dy)
         torch.cuda.synchronize()
         return torch.cuda.max_memory_allocated() - base
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        _run(variant, q, k, v).backward(dy)
+    with quiet_native_output():
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            _run(variant, q, k, v).backward(dy)
+        prof.events()
     events = sorted((e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"),
                     key=lambda e: e.start_ns())
     now = top = 0
@@ -104,8 +107,10 @@ def backends(dev: str = "cpu", t: int = 256, heads: int = 4, head_dim: int = 64)
                            if "not used because" in str(w.message)]
                 out[name] = (reasons[0] if reasons else str(exc).strip().splitlines()[0])[:160]
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev == "cuda" else [])
-    with profile(activities=acts) as prof:
-        F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    with quiet_native_output():
+        with profile(activities=acts) as prof:
+            F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        prof.events()
     ops = [e.name for e in prof.events() if "scaled_dot_product" in e.name
            and e.name != "aten::scaled_dot_product_attention"]
     return {"available": out, "chosen_op": ops[0] if ops else "aten::scaled_dot_product_attention",

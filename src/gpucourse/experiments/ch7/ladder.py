@@ -197,9 +197,12 @@ def optimizer_comparison(cfg: GPTConfig = GPTConfig(), dev: str | None = None,
             report = {} if kind == "loop" else checks.check_optimizer(kind, cfg, dev)
             opt = make_optimizer(params, kind)
             tm = bench.benchmark(opt.step, label=kind, backend=dev, min_time_s=min_time_s)
-            out["rows"].append({"optimizer": kind, "median_ms": tm.median_s * 1e3,
-                                "spread": tm.spread, "params": len(params), "check": report,
-                                "device": tm.device})
+            check = "the reference" if kind == "loop" else (
+                f"matches the loop: worst element at {report['optimizer_worst_ratio_to_bound']:.2g}"
+                " of its rounding bound")
+            out["rows"].append({"optimizer": kind, "median ms": tm.median_s * 1e3,
+                                "spread": tm.spread, "parameter tensors": len(params),
+                                "check": check, "device": tm.device})
     return out
 
 
@@ -242,3 +245,11 @@ def compare(seq: int = 64, precision: str = "fp32", switches=("SDPA",), dev: str
                 progress((i + 1) / 2)
     out["device"] = out["naive"]["device"]
     return out
+
+
+def precision_choices(dev: str | None = None) -> dict:
+    """{precision: None where autocast can use it here, else why not} (chapter 6's rule)."""
+    from ..ch6 import precision_availability
+
+    avail = precision_availability(dev)
+    return {p: avail.get(p) for p in ("fp32", "bf16", "fp16")}

@@ -16,6 +16,9 @@ generated (named in the profile because inductor's ``cpp.enable_kernel_profile``
 """
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
 from dataclasses import dataclass, field
 
 import torch
@@ -51,6 +54,33 @@ DATA_OPS = {"copy_", "_to_copy", "clone", "cat", "embedding", "embedding_dense_b
             "index_select", "index", "index_put_", "gather", "scatter", "contiguous", "stack",
             "_unsafe_index", "index_add_"}
 DATA_NODES = ("Embedding", "ToCopy", "Clone", "Cat", "Index")
+
+
+@contextlib.contextmanager
+def quiet_native_output():
+    """Silence what PyTorch's C++ profiler prints straight to the process's stdout and stderr
+    (a line at each start and stop, an allocator warning): in a notebook it would bury the
+    results. Python's own output and warnings are not affected."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (AttributeError, ValueError):
+            pass
+    try:
+        saved = [os.dup(1), os.dup(2)]
+    except OSError:  # no file descriptors to redirect (an embedded interpreter)
+        yield
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, devnull):
+            os.close(fd)
 
 
 def _op(name: str) -> str | None:
@@ -208,12 +238,14 @@ def profile_trainer(trainer, steps: int = 3, memory: bool = True) -> StepProfile
     if dev == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
-    with profile(activities=acts, profile_memory=memory and dev == "cpu") as prof:
-        for _ in range(steps):
-            with record_function(STEP_SCOPE):
-                trainer.step()
-                if dev == "cuda":
-                    torch.cuda.synchronize()
+    with quiet_native_output():
+        with profile(activities=acts, profile_memory=memory and dev == "cpu") as prof:
+            for _ in range(steps):
+                with record_function(STEP_SCOPE):
+                    trainer.step()
+                    if dev == "cuda":
+                        torch.cuda.synchronize()
+        prof.events()  # parsed here, while the allocator's warning is silenced
     peak, how = None, ""
     if memory:
         if dev == "cuda":
