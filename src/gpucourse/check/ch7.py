@@ -410,9 +410,10 @@ def check_custom_op(make, number: str = "7.4", title: str = "bias + GELU as a cu
                     "compute gelu(x + bias) with the exact (erf) GELU")
             raise AssertionError(f"op(x, bias) differs from gelu(x + bias) by up to "
                                  f"{float((y.double() - want).abs().max()):.3g}: {hint}.")
-        try:
-            torch.library.opcheck(op, (x, b))
-            torch.library.opcheck(op, (x.requires_grad_(), b.requires_grad_()))
+        try:  # schema, fake and autograd registration (the AOT test would compile: slow)
+            torch.library.opcheck(op, (x.clone().requires_grad_(), b.clone().requires_grad_()),
+                                  test_utils=("test_schema", "test_autograd_registration",
+                                              "test_faketensor"))
         except Exception as exc:  # opcheck names the failing test and the fix
             text = str(exc).strip().splitlines()[0][:300]
             raise AssertionError(f"torch.library.opcheck rejects the operator: {text} (register "
@@ -435,7 +436,8 @@ def check_custom_op(make, number: str = "7.4", title: str = "bias + GELU as a cu
             assert err <= limit, (f"the gradient of {name} is off by {err:.3g} relative: gelu'(v) "
                                   "= Phi(v) + v phi(v), with Phi the normal CDF and phi its "
                                   "density; multiply dy by it.")
-        compiled = torch.compile(lambda a, c: op(a, c) * 2, fullgraph=True, backend="aot_eager")
+        # Traced by Dynamo on fake tensors (through the fake), as one graph.
+        compiled = torch.compile(lambda a, c: op(a, c) * 2, fullgraph=True, backend="eager")
         out = compiled(x.detach(), b.detach())
         assert bool(torch.allclose(out, 2 * op(x.detach(), b.detach()))), \
             "under torch.compile the operator gives other values than in eager mode."
@@ -526,8 +528,11 @@ RUNG_CHOICES = ("amp", "sdpa", "compile", "cuda_graphs", "checkpoint", "fused_ad
 
 
 def check_rung_choices(answers, number: str = "7.6", title: str = "which rung, from a profile") -> None:
-    """``answers``: {scenario letter: rung name} for every scenario in SCENARIOS."""
+    """``answers``: {scenario letter: rung name} for every scenario in SCENARIOS (or a
+    function that returns it)."""
     with Exercise(number, title):
+        if callable(answers):
+            answers = answers()
         if not isinstance(answers, dict):
             raise answer_error("answers is", answers,
                                "make it a dict such as {'A': 'amp', 'B': 'sdpa', ...}")
@@ -542,3 +547,10 @@ def check_rung_choices(answers, number: str = "7.6", title: str = "which rung, f
             assert got == sc["answer"], (f"scenario {s} ({sc['what']}): not {got!r}. Look at "
                                          "the largest share of time or memory and at what causes "
                                          "it.")
+
+
+def warm_up() -> None:
+    """Load TorchDynamo once (a few seconds, the first time in a process), so that the checks
+    that trace a learner's code answer in well under two seconds."""
+    torch = _torch()
+    torch.compile(lambda a: a * 2, fullgraph=True, backend="eager")(torch.ones(2))
