@@ -14,11 +14,10 @@ CATEGORY_COLOURS = {"matmul": "#1f77b4", "attention": "#d62728", "elementwise an
 
 def profile_figure(profile: dict, prediction: str | None = None) -> Figure:
     """Milliseconds per step by category (torch.profiler), largest first."""
-    from ..experiments.ch7.profile import OVERHEAD_NAME
-
+    short = {"cpu": "overhead between operators", "cuda": "GPU idle between kernels"}
     items = sorted(profile["ms_by_category"].items(), key=lambda kv: kv[1])
-    fig, ax = new_figure(figsize=(8, 0.42 * len(items) + 1.8))
-    names = [OVERHEAD_NAME[profile["backend"]] if k == "overhead" else k for k, _ in items]
+    fig, ax = new_figure(figsize=(9, 0.42 * len(items) + 1.9))
+    names = [short[profile["backend"]] if k == "overhead" else k for k, _ in items]
     values = [v for _, v in items]
     ax.barh(range(len(items)), values, color=[CATEGORY_COLOURS.get(k, MEASURED) for k, _ in items])
     for y, v in enumerate(values):
@@ -26,9 +25,8 @@ def profile_figure(profile: dict, prediction: str | None = None) -> Figure:
                     textcoords="offset points", va="center", fontsize=8)
     ax.set_yticks(range(len(items)), names)
     ax.set_xlim(0, max(values) * 1.35)
-    ax.set_xlabel("milliseconds per training step (measured, torch.profiler)")
-    text = (f"Where the time goes: {profile['step_ms']:.3g} ms per step, "
-            f"{profile['kernels']} kernels")
+    ax.set_xlabel("ms per training step (measured with torch.profiler)")
+    text = f"One step: {profile['step_ms']:.3g} ms, {profile['kernels']} kernels"
     if prediction:
         text += f"\n(you predicted: {prediction})"
     title(ax, text, profile["device"])

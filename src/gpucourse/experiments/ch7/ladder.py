@@ -58,10 +58,13 @@ def rungs(dev: str = "cpu") -> list[Rung]:
 RUNG_NAMES = tuple(r.name for r in rungs())
 
 
-def why_not_here(rung: Rung, dev: str) -> str | None:
-    """One sentence when ``rung`` cannot run on ``dev``, else None."""
+def why_not_here(rung: Rung, dev: str, setup: Setup = Setup()) -> str | None:
+    """One sentence when ``rung`` cannot run on ``dev`` after ``setup``, else None."""
     if rung.switch.get("cuda_graphs") and dev != "cuda":
         return "no CUDA GPU here: CUDA Graphs capture GPU work (modelled below instead)"
+    if rung.switch.get("cuda_graphs") and setup.precision == "fp16":
+        return ("GradScaler reads found_inf on the CPU every step, which a CUDA Graph cannot "
+                "capture (GPUs with BF16 need no scaler)")
     if rung.switch.get("bias_gelu") == "triton":
         return triton_fusion.missing_reason()
     return None
@@ -104,7 +107,7 @@ def run_ladder(cfg: GPTConfig = GPTConfig(), dev: str | None = None, names=None,
     setup, rows, last_kernels = Setup(), [], None
     with cpu_threads() if dev == "cpu" else contextlib.nullcontext():
         for i, rung in enumerate(todo):
-            reason = why_not_here(rung, dev)
+            reason = why_not_here(rung, dev, setup)
             row = {"rung": rung.name, "label": rung.label}
             if reason:
                 row["skipped"] = reason

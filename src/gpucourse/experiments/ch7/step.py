@@ -69,9 +69,12 @@ def build(cfg: GPTConfig, setup: Setup = Setup(), seed: int = 0, device: str = "
         compile_blocks(model, compile_backend)
     if setup.checkpoint:
         # Each block's activations are dropped after its forward and recomputed in backward;
-        # the RNG state is replayed so that dropout draws the same masks both times.
+        # with dropout the RNG state is replayed so that it draws the same masks both times
+        # (without, there is nothing to replay, and reading a GPU's RNG state would stop a
+        # CUDA Graph capture).
+        keep_rng = cfg.dropout > 0
         model.run_block = lambda block, x: checkpoint(block, x, use_reentrant=False,
-                                                      preserve_rng_state=True)
+                                                      preserve_rng_state=keep_rng)
     return model
 
 
@@ -118,7 +121,8 @@ class Trainer:
         the RNG is seeded so that dropout draws the same masks in every setup."""
         self.opt.zero_grad(set_to_none=True)
         t0 = time.perf_counter()
-        with torch.random.fork_rng(devices=[self.device] if self.device == "cuda" else []):
+        gpus = [torch.cuda.current_device()] if self.device == "cuda" else []
+        with torch.random.fork_rng(devices=gpus):
             torch.manual_seed(rng_seed)
             loss = self.loss()
             if self.scaler is not None:
