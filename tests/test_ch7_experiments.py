@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from gpucourse.check import ch7 as check7
 from gpucourse.errors import DeviceError, InputError
 from gpucourse.experiments import ch7
-from gpucourse.experiments.ch7 import model as model7
+from gpucourse.experiments.ch7 import checks, custom_op, ladder, model as model7, profile
 from gpucourse.experiments.ch7 import step as step7
 from gpucourse.experiments.ch7 import triton_fusion
 
@@ -35,11 +35,11 @@ def off_by_one_attention(q, k, v, dropout=0.0, training=True):
 # --------------------------------------------------------------------------- the model
 
 def test_every_setup_starts_from_the_naive_weights():
-    a = ch7.build(CFG, ch7.Setup())
-    b = ch7.build(CFG, ch7.Setup(attention="sdpa", bias_gelu="custom_op"))
+    a = step7.build(CFG, ch7.Setup())
+    b = step7.build(CFG, ch7.Setup(attention="sdpa", bias_gelu="custom_op"))
     for (n, p), (m, q) in zip(a.named_parameters(), b.named_parameters()):
         assert n == m and torch.equal(p, q)
-    x, y = ch7.make_batch(CFG)
+    x, y = model7.make_batch(CFG)
     assert x.shape == y.shape == (CFG.batch, CFG.seq) and torch.equal(x[:, 1:], y[:, :-1])
     loss = a(x, y).detach()
     # Random tokens over 256 values: the untrained model's loss is near ln(256).
@@ -49,11 +49,11 @@ def test_every_setup_starts_from_the_naive_weights():
 def test_the_naive_attention_is_causal():
     g = torch.Generator().manual_seed(1)
     q, k, v = (torch.randn(1, 2, 9, 4, generator=g) for _ in range(3))
-    out = ch7.naive_attention(q, k, v)
+    out = model7.naive_attention(q, k, v)
     k2, v2 = k.clone(), v.clone()
     k2[..., 5:, :] += 3
     v2[..., 5:, :] -= 2
-    changed = ch7.naive_attention(q, k2, v2)
+    changed = model7.naive_attention(q, k2, v2)
     assert torch.equal(out[..., :5, :], changed[..., :5, :])
     assert not torch.equal(out[..., 5:, :], changed[..., 5:, :])
 
@@ -74,7 +74,7 @@ def test_bad_sizes_and_switches_are_one_sentence():
 def test_the_fp32_bound_holds_against_float64():
     """The derivation's premise: FP32 differs from exact (float64) arithmetic by less than
     the FP32 bound, so two FP32 orders differ by less than twice it."""
-    ref_loss, ref_grads = ch7.naive_reference(CFG)
+    ref_loss, ref_grads = checks.naive_reference(CFG)
     t = ch7.Trainer(CFG, ch7.Setup())
     t.model.double()
     loss = t.forward_backward()
@@ -100,7 +100,7 @@ def test_tolerances_grow_with_unit_roundoff():
 # --------------------------------------------------------------------------- one test per rung
 
 def test_naive_check_fails_with_a_mask_off_by_one(monkeypatch):
-    ch7.naive_reference(CFG)  # the reference, before the break
+    checks.naive_reference(CFG)  # the reference, before the break
     assert check(ch7.Setup())["passed"]
     monkeypatch.setattr(model7, "naive_attention", off_by_one_attention)
     with pytest.raises(AssertionError, match="gradients: relative error"):
@@ -145,7 +145,7 @@ class RecordedStep:
 def test_graph_replay_check_catches_inputs_that_were_not_copied():
     t = ch7.Trainer(CFG, ch7.Setup())
     t.graph = RecordedStep(t)
-    assert ch7.check_replay(t)["passed"]
+    assert checks.check_replay(t)["passed"]
 
     def rebind(trainer, x, y):  # the classic bug: a new tensor, not the captured one
         trainer.x, trainer.y = x, y
@@ -153,7 +153,7 @@ def test_graph_replay_check_catches_inputs_that_were_not_copied():
     t = ch7.Trainer(CFG, ch7.Setup())
     t.graph = RecordedStep(t)
     with pytest.raises(AssertionError, match="replayed CUDA Graph does not match"):
-        ch7.check_replay(t, load=rebind)
+        checks.check_replay(t, load=rebind)
 
 
 def test_checkpoint_check_catches_dropout_recomputed_with_other_masks(monkeypatch):
@@ -167,14 +167,14 @@ def test_checkpoint_check_catches_dropout_recomputed_with_other_masks(monkeypatc
 
 
 def test_fused_adamw_check_catches_a_wrong_learning_rate():
-    assert ch7.check_optimizer("fused", CFG)["optimizer_passed"]
-    assert ch7.check_optimizer("foreach", CFG)["optimizer_passed"]
+    assert checks.check_optimizer("fused", CFG)["optimizer_passed"]
+    assert checks.check_optimizer("foreach", CFG)["optimizer_passed"]
 
     def wrong_lr(params, kind, **kw):
-        return ch7.make_optimizer(params, kind, lr=1.1e-3, **kw)
+        return step7.make_optimizer(params, kind, lr=1.1e-3, **kw)
 
     with pytest.raises(AssertionError, match="same weights, gradients and hyperparameters"):
-        ch7.check_optimizer("fused", CFG, make=wrong_lr)
+        checks.check_optimizer("fused", CFG, make=wrong_lr)
 
 
 @torch.library.custom_op("test7::bias_gelu_wrong_backward", mutates_args=())
@@ -211,7 +211,7 @@ def test_custom_op_check_catches_a_wrong_derivative():
 def test_the_custom_op_runs_in_eager_and_compiled_code():
     torch.library.opcheck(torch.ops.gpucourse.bias_gelu.default,
                           (torch.randn(3, 5, 8), torch.randn(8)))
-    f = torch.compile(lambda x, b: ch7.custom_op.custom_bias_gelu(x, b) * 2, fullgraph=True,
+    f = torch.compile(lambda x, b: custom_op.custom_bias_gelu(x, b) * 2, fullgraph=True,
                       backend=FAST)
     x, b = torch.randn(2, 3, 8), torch.randn(8)
     assert torch.allclose(f(x, b), 2 * F.gelu(x + b), rtol=1e-5, atol=1e-6)
@@ -249,12 +249,12 @@ def test_without_triton_the_rung_says_how_to_install_it(monkeypatch):
     assert "pip install" in reason and len(reason.splitlines()) == 1 and reason.endswith(".")
     with pytest.raises(DeviceError, match="pip install"):
         ch7.Trainer(CFG, ch7.Setup(bias_gelu="triton"))
-    rung = ch7.rungs()[-1]
-    assert ch7.ladder.why_not_here(rung, "cpu") == reason
+    rung = ladder.rungs()[-1]
+    assert ladder.why_not_here(rung, "cpu") == reason
 
 
 def test_the_course_kernels_match_the_fallback_on_the_emulator():
-    assert ch7.check_kernels_on_emulator() < 16 * 2.0 ** -24
+    assert custom_op.check_kernels_on_emulator() < 16 * 2.0 ** -24
 
 
 # --------------------------------------------------------------------------- profile, SDPA, compile
@@ -264,7 +264,7 @@ def test_the_profile_sorts_the_step_and_counts_its_kernels():
     cats = p["ms_by_category"]
     assert {"matmul", "attention", "optimizer"} <= set(cats)
     assert abs(sum(cats.values()) - p["step_ms"]) < 0.02 * p["step_ms"]
-    fused = ch7.profile_trainer(ch7.Trainer(CFG, ch7.Setup(optimizer="fused")), steps=2)
+    fused = profile.profile_trainer(ch7.Trainer(CFG, ch7.Setup(optimizer="fused")), steps=2)
     # AdamW's loop runs several kernels per parameter tensor; the fused one, a few in all.
     params = len(list(ch7.GPT(CFG).parameters()))
     assert p["kernels"] - fused.kernels >= 3 * params

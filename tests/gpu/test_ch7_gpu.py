@@ -8,7 +8,7 @@ pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
 from gpucourse.experiments import ch7  # noqa: E402
-from gpucourse.experiments.ch7 import triton_fusion  # noqa: E402
+from gpucourse.experiments.ch7 import checks, triton_fusion  # noqa: E402
 
 CFG = ch7.GPTConfig(seq=128, batch=8)
 
@@ -52,7 +52,7 @@ def test_a_replay_that_reads_the_old_batch_is_caught():
         trainer.x, trainer.y = x, y
 
     with pytest.raises(AssertionError, match="replayed CUDA Graph"):
-        ch7.check_replay(t, load=rebind)
+        checks.check_replay(t, load=rebind)
 
 
 def test_sdpa_backends_are_listed_and_flash_memory_is_linear():

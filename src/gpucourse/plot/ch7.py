@@ -142,12 +142,12 @@ def setup_figure(result: dict) -> Figure:
     t = [r["median_ms"] for r in rows]
     err = [[r["median_ms"] - r["p20_ms"] for r in rows], [r["p80_ms"] - r["median_ms"] for r in rows]]
     a1.bar([0, 1], t, color=colours, yerr=err, capsize=3)
-    for x, v in enumerate(t):
-        a1.annotate(f"{v:.3g} ms", (x, v), xytext=(0, 3), textcoords="offset points",
+    for x, v in enumerate(t):  # above the error bar, which would cross the note
+        a1.annotate(f"{v:.3g} ms", (x, v + err[1][x]), xytext=(0, 3), textcoords="offset points",
                     ha="center", fontsize=8)
     a1.set_xticks([0, 1], ["naive", label])
     a1.set_ylabel("median step time (ms)")
-    a1.set_ylim(0, max(t) * 1.3)
+    a1.set_ylim(0, max(v + e for v, e in zip(t, err[1])) * 1.25)
     title(a1, f"Training step, T={result['seq']} (measured)", result["device"])
     m = [(r["peak_bytes"] or 0) / 1e6 for r in rows]
     a2.bar([0, 1], m, color=colours)

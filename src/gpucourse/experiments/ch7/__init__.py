@@ -7,15 +7,16 @@ checkpointing, fused AdamW, the course's own kernel as a custom operator, and Tr
 Sections: ``model`` (the GPT and its switches), ``step`` (a training step per setup),
 ``checks`` (check, then time), ``profile`` (step 0), ``ladder``, ``attention`` (SDPA and
 memory), ``compiling`` (graph breaks), ``custom_op``, ``triton_fusion``, ``headless``.
+This module exports what the notebook, its lab and the headless runner use.
 """
 from .attention import attention_memory, memory_table
-from .checks import check_optimizer, check_replay, check_trainer, naive_reference
+from .checks import check_trainer
 from .compiling import compile_summary, graph_break_demo, graph_break_table
-from .custom_op import check_kernels_on_emulator, where_it_runs
+from .custom_op import where_it_runs
 from .headless import gpu_check, profile_naive, run_all
-from .ladder import (RUNG_NAMES, WIDGET_RUNGS, compare, graphs_model, ladder_table, precision_choices,
-                     optimizer_comparison, run_ladder, run_setup, rungs)
-from .model import GPT, GPTConfig, Setup, make_batch, naive_attention, parameter_count
-from .profile import CATEGORIES, StepProfile, profile_trainer
-from .step import Trainer, build, make_optimizer
+from .ladder import (RUNG_NAMES, WIDGET_RUNGS, compare, ladder_table, optimizer_comparison,
+                     precision_choices, run_ladder)
+from .model import GPT, GPTConfig, Setup, parameter_count
+from .profile import StepProfile
+from .step import Trainer
 from .triton_fusion import how_it_runs as triton_runs, missing_reason as triton_missing
