@@ -34,9 +34,11 @@ $(VENV)/.installed-lab: pyproject.toml $(VENV)/.torch-spec | $(PY)
 	$(PIP) install -q -e ".[lab]"
 	touch $@
 
+# Tests also install the grading extra (nbgrader, about 15 s) so that nbgrader's way is tested,
+# and Triton (chapter 7's Triton rung runs in its interpreter): about 1 GB, 20 s.
 $(VENV)/.installed-dev: pyproject.toml $(VENV)/.torch-spec | $(PY)
 	$(PIP) install -q $(TORCH_SPEC)
-	$(PIP) install -q -e ".[dev,lab]"
+	$(PIP) install -q -e ".[dev,lab,grading,triton]"
 	touch $@
 
 venv: $(VENV)/.installed-dev

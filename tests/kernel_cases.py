@@ -27,7 +27,8 @@ TRANSPOSE_DEFINES = ({}, {"TILE": 16, "BLOCK_ROWS": 16}, {"TILE": 8, "BLOCK_ROWS
 #: The defines each file is built with in the tests (the nvcc check compiles the same).
 DEFINE_SETS = {"transpose": TRANSPOSE_DEFINES}
 #: The files whose every kernel must have a case here.
-FILES = ("vector_add", "copy", "transpose", "reduce")
+FILES = ("vector_add", "copy", "transpose", "reduce", "bias_gelu", "bias_gelu_backward")
+BIAS_GELU_SHAPES = ((1, 1), (7, 13), (33, 96), (129, 257))
 
 
 class Backend:
@@ -129,6 +130,31 @@ def check_reduce(b: Backend, k, n: int, block: int, grid: int | None = None, exa
         assert abs(got - want) <= tol, f"{k.name}: sum {got} != {want} (tolerance {tol:g})"
 
 
+def check_bias_gelu(b: Backend, k, rows: int, cols: int, block: int):
+    """gelu(x + bias[col]) (backward: dy * gelu'(x + bias[col])) against float64, within 16
+    float32 roundings of the terms' size: an addition, erf or exp (libm: 1-2 ulp), a few
+    multiplies."""
+    rng = _rng(k.name, rows, cols, block)
+    n = rows * cols
+    x = (rng.standard_normal(n) * 3).astype(np.float32)
+    bias = rng.standard_normal(cols).astype(np.float32)
+    v = x.astype(np.float64) + np.tile(bias.astype(np.float64), rows)
+    cdf = 0.5 * (1 + np.vectorize(math.erf)(v / math.sqrt(2)))
+    out = b.empty(n)
+    if "backward" in k.name:
+        dy = rng.standard_normal(n).astype(np.float32)
+        want = dy * (cdf + v * np.exp(-0.5 * v * v) / math.sqrt(2 * math.pi))
+        scale = np.abs(dy) * (1 + np.abs(v))
+        args = (b.put(dy), b.put(x), b.put(bias), out)
+    else:
+        want = v * cdf
+        scale = np.abs(want) + np.abs(v)
+        args = (b.put(x), b.put(bias), out)
+    k(math.ceil(n / block), block, (*args, np.int32(n), np.int32(cols)))
+    err = np.abs(b.get(out) - want)
+    assert np.all(err <= 16 * 2.0 ** -24 * scale + 1e-30), f"{k.name}: off by up to {err.max():.3g}"
+
+
 # --------------------------------------------------------------------------- the cases
 
 def _cases() -> list[Case]:
@@ -177,6 +203,12 @@ def _cases() -> list[Case]:
                               {"n": n, "block": block, "grid": 5}))
     cases.append(Case("reduce", "reduce_v5_float4_unrolled", check_reduce,
                       {"n": 30_011, "block": 128, "grid": 7, "exact": False}))
+    for file, kernel in (("bias_gelu", "bias_gelu_v1_fused"),
+                         ("bias_gelu_backward", "bias_gelu_backward_v1_fused")):
+        for rows, cols in BIAS_GELU_SHAPES:
+            for block in (256, 96):
+                cases.append(Case(file, kernel, check_bias_gelu,
+                                  {"rows": rows, "cols": cols, "block": block}))
     return cases
 
 

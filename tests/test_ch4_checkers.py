@@ -152,7 +152,8 @@ def test_warp_reduce_accepts_other_shuffle_forms(other_shuffle, capsys):
                          "if (i >= n) return;\n    float v = x[i];"), "n="),  # early return
     (WARP_REDUCE.replace("int offset = 16", "int offset = 8"), "n="),       # one step short
     (WARP_REDUCE.replace("lane < blockDim.x / 32 ? warp_totals[lane] : 0.0f",
-                         "warp_totals[lane]"), "never written"),             # reads unset totals
+                         "warp_totals[lane]"),                               # reads unset totals
+     "reads the __shared__ array `warp_totals`"),
     (WARP_REDUCE.replace("if (lane == 0) atomicAdd(out, v);",
                          "if (lane == 0 && blockIdx.x == 0) atomicAdd(out, v);"), "n="),
     (WARP_REDUCE.replace("if (lane == 0) atomicAdd(out, v);",
@@ -202,7 +203,7 @@ SECOND_SYNC = "atomicAdd(&local[data[i]], 1u);\n    __syncthreads();"
 
 @pytest.mark.parametrize("wrong, match", [
     (PRIVATE.replace("for (int b = threadIdx.x; b < NBINS; b += blockDim.x) local[b] = 0;", ""),
-     "bins wrong"),                                                       # never cleared
+     "updates the __shared__ array `local`"),                             # never cleared
     (PRIVATE.replace(FIRST_SYNC, "local[b] = 0;"), "race"),               # no barrier after clear
     (PRIVATE.replace(SECOND_SYNC, "atomicAdd(&local[data[i]], 1u);"), "race"),  # nor before flush
     (PRIVATE.replace("atomicAdd(&local[data[i]], 1u);", "local[data[i]] += 1;"), "atomicAdd"),

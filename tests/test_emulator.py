@@ -908,15 +908,28 @@ def test_a_barrier_that_returned_threads_never_reach_is_reported():
     x = np.zeros(64, np.float32)
     with pytest.raises(KernelError, match=r"kernel early_return: 40 threads of block \(0,0,0\) "
                                           r"wait at __syncthreads\(\) on line 4 that 24 threads "
-                                          r"never reached \(they returned first\)"):
+                                          r"never reached \(they returned first, while other "
+                                          r"lanes of their warps wait there\); a warp that "
+                                          r"returns as a whole holds no barrier"):
         FAULTY.early_return(1, 64, (x, np.int32(40)))
+
+
+def test_a_barrier_after_whole_warps_returned_completes_as_on_compute_capability_7():
+    """Exited threads hold no barrier on sm_70 and later: warps that return as a whole (the
+    llm.c pattern `if (warp >= n) return;` then a __syncthreads()) let the others go on."""
+    x = np.zeros(96, np.float32)
+    FAULTY.early_return(1, 96, (x, np.int32(64)))  # warp 2 returns as a whole
+    assert (x[:64] == 1).all() and (x[64:] == 0).all()
+    y = np.zeros(64, np.float32)
+    BRANCHED_BARRIERS.warp_uniform_branch(1, 64, (y,))  # warp 1 skips the barrier and ends
+    np.testing.assert_array_equal(y[:32], 31 - np.arange(32))
 
 
 BRANCHED_BARRIERS = build(r"""
 extern "C" __global__ void in_a_branch(float* x) {
   __shared__ float s[64];
   s[threadIdx.x] = threadIdx.x;
-  if (threadIdx.x < 32) __syncthreads();
+  if (threadIdx.x < 48) __syncthreads();
   x[threadIdx.x] = s[63 - threadIdx.x];
 }
 
@@ -931,12 +944,19 @@ extern "C" __global__ void in_both_arms(float* x) {
   if (t < 32) { s[t] = 1.0f; __syncthreads(); x[t] = s[t + 32]; }
   else        { s[t] = 2.0f; __syncthreads(); x[t] = s[t - 32]; }
 }
+
+extern "C" __global__ void warp_uniform_branch(float* x) {
+  __shared__ float s[32];
+  if (threadIdx.x < 32) { s[threadIdx.x] = threadIdx.x; __syncthreads(); x[threadIdx.x] = s[31 - threadIdx.x]; }
+}
 """, "branched_barriers")
 
 
 @pytest.mark.parametrize("kernel,match", [
-    ("in_a_branch", r"32 threads wait at the one on line 5 while the other 32 have finished"),
-    ("in_a_loop", r"32 threads wait at the one on line 10 while the other 32 have finished"),
+    ("in_a_branch", r"48 threads wait at the one on line 5 while 16 threads of their warps have "
+                    r"finished the kernel"),
+    ("in_a_loop", r"32 threads wait at the one on line 10 while 32 threads of their warps have "
+                  r"finished the kernel"),
     ("in_both_arms", r"thread \(32,0,0\) reached the one on line 18 while 32 threads wait at "
                      r"the one on line 17"),
 ])

@@ -146,7 +146,9 @@ def _assert_pool(pool) -> None:
 
 def _assert_ch5_result(r) -> None:
     # PyTorch is a CPU build here: its parts are left out with a note, never saved as the GPU's
-    assert set(r) == {"checks", "passed", "sgemm", "fusion", "notes", "cudnn_benchmark", "seconds"}
+    assert set(r) == {"checks", "passed", "sgemm", "fusion", "notes", "cudnn_benchmark", "seconds",
+                      "tensor_cores"}
+    assert r["tensor_cores"]["labels"][-1] == "ref (cuBLAS FP16, cupy.matmul)"
     assert len(r["notes"]) == 1 and "PyTorch has no CUDA" in r["notes"][0]
     assert isinstance(r["passed"], bool) and finite(r["seconds"])
     # no torch.compile threshold and no sparse crossover: both need PyTorch on the GPU

@@ -36,6 +36,7 @@ INTERACTIONS = {
     "00_start_here": [("elements", "slider")],
     "04_threads_and_scheduling": [("block size", "slider")],
     "06_mixed_precision_and_quantization": [("precision", "dropdown")],
+    "07_transformer_end_to_end": [("sequence length", "slider")],
 }
 CHROMIUM_FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
                   "--no-first-run", "--disable-background-networking",

@@ -1,4 +1,4 @@
-"""Command line: ``python -m gpucourse doctor`` and ``python -m gpucourse run``."""
+"""Command line: ``python -m gpucourse doctor``, ``run`` and ``grade``."""
 from __future__ import annotations
 
 import argparse
@@ -16,11 +16,18 @@ def main(argv=None) -> int:
     run.add_argument("--chapter", type=int, action="append",
                      help="chapter number (repeatable); default: all")
     run.add_argument("--out", default="results", help="output folder (default: results)")
+    from . import grade  # here, not at the top: doctor must run where grade's imports fail
+
+    grade.add_arguments(sub.add_parser(
+        "grade", help="grade learners' lab notebooks, each in a contained kernel, into a "
+                      "gradebook"))
     args = parser.parse_args(argv)
     if args.command == "doctor":
         from .doctor import main as doctor_main  # lazy: doctor must run where `run`'s imports fail
 
         return doctor_main()
+    if args.command == "grade":
+        return grade.main(args)
     from .runner import main as run_main  # lazy: it loads every chapter
 
     try:

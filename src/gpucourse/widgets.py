@@ -65,6 +65,15 @@ def precision_dropdown(available: Mapping[str, str | None], value: str | None = 
                   unavailable={k: v for k, v in available.items() if v})
 
 
+def multi_choice(options, value=(), description: str = "") -> W.SelectMultiple:
+    """A list to pick several of ``options`` from (ctrl/shift-click); its value is a tuple."""
+    options = list(options)
+    for v in value:
+        _one_of(v, options, description or "choice")
+    return W.SelectMultiple(options=options, value=tuple(value), description=description,
+                            rows=min(len(options), 6), style={"description_width": "initial"})
+
+
 def int_slider(value: int, min: int, max: int, step: int = 1, description: str = "") -> W.IntSlider:
     return W.IntSlider(value=value, min=min, max=max, step=step, description=description,
                        continuous_update=False, style={"description_width": "initial"})

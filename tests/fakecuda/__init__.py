@@ -116,10 +116,11 @@ def _wrap(result):
 
 
 class MemoryPointer:
-    """``array.data``: the start of an array's memory."""
+    """``array.data``: the start of an array's memory (``mem.size``: its bytes)."""
 
     def __init__(self, array: "ndarray"):
         self._array = array
+        self.mem = types.SimpleNamespace(size=array.nbytes)
 
     @property
     def ptr(self) -> int:
@@ -168,9 +169,16 @@ class ndarray(np.lib.mixins.NDArrayOperatorsMixin):
     __module__ = "cupy"
     __hash__ = None
 
-    def __init__(self, host: np.ndarray):
+    def __init__(self, host, dtype=None, memptr=None, strides=None, order="C"):
+        if memptr is not None:  # cupy.ndarray(shape, dtype, memptr=...): a view of that memory
+            count = int(np.prod(host))
+            raw = memptr._bytes()
+            host = raw[:count * np.dtype(dtype).itemsize].view(dtype).reshape(host)
+        elif not isinstance(host, np.ndarray):
+            raise NotImplementedError("fake cupy: ndarray(shape, dtype) without memptr is not faked")
         self._a = host
-        _pool_allocated(host)
+        if memptr is None:
+            _pool_allocated(host)
 
     # --- what NumPy must not do implicitly
     def __array__(self, *args, **kwargs):
@@ -235,6 +243,8 @@ class ndarray(np.lib.mixins.NDArrayOperatorsMixin):
 
     def __setitem__(self, key, value):
         key = _dev(key, "an index") if isinstance(key, (ndarray, tuple)) else key
+        if isinstance(value, np.ndarray) and value.shape != ():  # as CuPy: no implicit copy
+            raise ValueError("non-scalar numpy.ndarray cannot be used for fill")
         self._a[key] = value._a if isinstance(value, ndarray) else value
 
     # --- transfers
@@ -700,6 +710,17 @@ class RawModule:
         if name not in self._library().kernels:
             raise CUDARuntimeError(f"CUDA_ERROR_NOT_FOUND: named symbol not found: {name}")
         return _Function(self, name)
+
+    def get_global(self, name: str) -> MemoryPointer:
+        """A pointer to a ``__constant__`` or ``__device__`` variable: its memory in the
+        emulator's build, as raw bytes (CuPy's pointer carries no type)."""
+        from gpucourse.emulator.globals import info
+
+        found = info(self._library(), name)
+        if found is None:
+            raise CUDARuntimeError(f"CUDA_ERROR_NOT_FOUND: named symbol not found: {name}")
+        raw = (ctypes.c_char * max(found.nbytes, 1)).from_address(found.address)
+        return MemoryPointer(ndarray(np.frombuffer(raw, np.uint8, count=found.nbytes)))
 
 
 _C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long",

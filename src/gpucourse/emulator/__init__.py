@@ -17,6 +17,16 @@ for integers), where CUDA leaves the value undefined. Only ``__syncwarp`` and
 48 KB of shared memory, as by default in CUDA: a kernel whose static ``__shared__`` arrays
 take more does not compile, and a launch's dynamic ``shared_mem`` gets what they leave.
 
+The source is read as the compiler sees it (``preprocess``: inactive ``#if`` branches left
+out, macros and typedefs followed) and CUDA's headers come by their names: ``<cuda_fp16.h>``
+and ``<cuda_bf16.h>`` (rounding once per operation, as the GPU does), ``<cooperative_groups.h>``,
+``<mma.h>`` (WMMA m16n16k16, one fragment per warp: the runtime's gather) and what nvcc
+includes implicitly. The ``__shared__`` variables of templates and inline functions get memory
+of the block from the runtime (``rewrite``), ``__constant__`` variables are writable storage
+that ``globals`` shows to Python (``get_global``), a warp that returned as a whole no longer
+holds a barrier (sm_70 and later), and structs pass by value as structured scalars.
+docs/emulator.md lists what runs and what does not.
+
 Most code goes through ``gpucourse.kernels``, whose kernels use this module on the CPU::
 
     mod = gc.kernels.load("transpose")                  # on the cpu backend: emulated
@@ -89,6 +99,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .bfloat16 import bfloat16, bfloat16_to_float
 from .build import (DEFAULT_STACK_KB, SHARED_MEM_LIMIT, KernelError, Library, build_library,
                     cache_dir, compiler, runtime_object, switch_kind_requested)
 from .checks import OutOfBounds, run_launch
@@ -100,7 +111,7 @@ __all__ = ["KernelError", "OutOfBounds", "Library", "build_library", "race_check
            "empty", "empty_like", "switch_kind", "cache_dir", "SHARED_MEM_LIMIT", "DEFAULT_STACK_KB",
            "find_kernels", "check_supported", "KernelSignature", "Param", "compiler",
            "run_launch", "runtime_object", "Limits", "EMULATOR_LIMITS", "ceil_div", "check_args",
-           "check_launch", "format_dims"]
+           "check_launch", "format_dims", "bfloat16", "bfloat16_to_float"]
 
 
 def empty(shape, dtype=np.float32) -> np.ndarray:

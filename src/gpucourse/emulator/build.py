@@ -28,8 +28,8 @@ except ImportError:  # not POSIX: builds of one entry are not serialized between
 import numpy as np
 
 from ..errors import CompileError, DeviceError, KernelError, LaunchError
-from .source import (KernelSignature, c_string, check_supported, constant_names, define_lines,
-                     find_kernels, rewrite_for_emulator)
+from .compile_errors import explain_compiler_errors, source_line  # noqa: F401 (source_line: kernels)
+from .source import KernelSignature, c_string, check_supported, define_lines, find_kernels
 
 HERE = Path(__file__).resolve().parent
 PRELUDE = HERE / "cuda_emu.h"
@@ -205,6 +205,22 @@ def switch_kind_requested() -> str:
     return value
 
 
+def headers_digest() -> str:
+    """A digest of every header and runtime part the emulator compiles with (the prelude, the
+    CUDA headers it provides, runtime.cpp's parts): a change to any rebuilds the cache."""
+    files = sorted(p for p in HERE.rglob("*") if p.suffix in (".h", ".cpp") and p.is_file())
+    key = tuple((str(p.relative_to(HERE)), p.stat().st_mtime_ns, p.stat().st_size) for p in files)
+    return _headers_digest(key)
+
+
+@functools.lru_cache(maxsize=8)
+def _headers_digest(key: tuple) -> str:
+    h = hashlib.sha256()
+    for name, _, _ in key:
+        h.update(name.encode() + b"\0" + (HERE / name).read_bytes() + b"\0")
+    return h.hexdigest()
+
+
 def _hash(*parts) -> str:
     h = hashlib.sha256()
     for p in (CACHE_FORMAT, *parts):
@@ -300,7 +316,7 @@ def _compile(cmd: list[str], out: Path, filename: str, source: str | None = None
 
 def _object(source: Path, flags: tuple[str, ...], tag: str) -> Path:
     _, ident = compiler()
-    key = _hash(source.read_bytes(), PRELUDE.read_bytes(), flags, ident)
+    key = _hash(source.read_bytes(), headers_digest(), flags, ident)
     out = cache_dir() / f"{tag}-{key}.o"
     _cached(out, lambda tmp: _compile([*flags, "-I", str(HERE), "-c", str(source)], tmp,
                                       source.name))
@@ -314,165 +330,51 @@ def runtime_object(switch: str | None = None) -> Path:
     return _object(RUNTIME, flags, f"runtime-{switch}")
 
 
-# --------------------------------------------------------------------------- errors
-
-_ERROR = re.compile(r"^(?P<file>.+?):(?P<line>\d+):(?:\d+:)? (?:fatal )?error: (?P<msg>.*)$")
-
-
-def source_line(source: str | None, line: int | str) -> str:
-    """Line ``line`` (1-based) of ``source``, stripped; '' when there is none."""
-    rows = (source or "").splitlines()
-    return rows[int(line) - 1].strip() if 0 < int(line) <= len(rows) else ""
-
-
-# Device functions of CUDA that a kernel may call and the emulator's prelude may lack.
-_CUDA_FUNCTIONS = set("""
-    cospi cospif cyl_bessel_i0 cyl_bessel_i0f cyl_bessel_i1 cyl_bessel_i1f erfcinv erfcinvf erfcx
-    erfcxf erfinv erfinvf fdividef norm norm3d norm3df norm4d norm4df normcdf normcdff normcdfinv
-    normcdfinvf normf rcbrt rcbrtf rhypot rhypotf rnorm rnorm3d rnorm3df rnorm4d rnorm4df rnormf
-    rsqrt rsqrtf sincospi sincospif sinpi sinpif llmax llmin ullmax ullmin umax umin
-    __brev __brevll __byte_perm __clz __clzll __dp2a_hi __dp2a_lo __dp4a __ffs __ffsll __fns
-    __funnelshift_l __funnelshift_lc __funnelshift_r __funnelshift_rc __hadd __mul24 __mul64hi
-    __mulhi __popc __popcll __rhadd __sad __uhadd __umul24 __umul64hi __umulhi __urhadd __usad
-    __cosf __exp10f __expf __fdividef __fsqrt_rn __frsqrt_rn __log10f __log2f __logf __powf
-    __saturatef __sincosf __sinf __tanf __double2hiint __double2loint __hiloint2double
-    __double_as_longlong __longlong_as_double __float_as_int __float_as_uint __int_as_float
-    __uint_as_float __isGlobal __isShared __isConstant __isLocal __cvta_generic_to_shared
-    __prof_trigger __nanosleep __ldg __ldcg __ldca __ldcs __ldlu __ldcv __stwb __stcg __stcs __stwt
-""".split())
-# The families with a rounding suffix (__fadd_rz, __double2ll_ru, ...) and the SIMD ones (__vadd4).
-_CUDA_FUNCTION_FAMILIES = re.compile(
-    r"__(?:f(?:add|sub|mul|div|sqrt|rcp|maf|maf_ieee)|d(?:add|sub|mul|div|sqrt|rcp)|fma"
-    r"|(?:float|double|int|uint|ll|ull)2(?:float|double|int|uint|ll|ull))_r[nzdu]$"
-    r"|__v\w+(?:2|4)$")
-
-
-def _missing_cuda_function(msg: str) -> str:
-    """A sentence for "'name' was not declared" where name is a CUDA device function, or ''."""
-    m = re.match(r"['\u2018](\w+)['\u2019] was not declared in this scope"
-                 r"|use of undeclared identifier '(\w+)'", msg)
-    name = m and (m.group(1) or m.group(2))
-    if name and (name in _CUDA_FUNCTIONS or _CUDA_FUNCTION_FAMILIES.match(name)):
-        return (f"CUDA has {name}(); the emulator does not: write it from operations it has, "
-                f"or run this kernel on a GPU")
-    return ""
-
-
-def _cuda_rule(msg: str, code: str, source: str | None) -> str:
-    """The CUDA rule that a g++ error on kernel line ``code`` comes from, or ''."""
-    missing = _missing_cuda_function(msg)
-    if missing:
-        return missing
-    if re.search(r"\bwarpSize\b", code) and "constant" in msg:
-        return ("warpSize is not a compile-time constant in CUDA (it is a variable read at run "
-                "time), so it cannot size an array or be a template argument; write 32 there")
-    names = set(constant_names(source or ""))
-    m = re.search(r"read-only (?:location|variable) '(?:\(?[*&]?)?([A-Za-z_]\w*)", msg)
-    name = m.group(1) if m and m.group(1) in names else ""
-    if not name and "const" in msg:
-        name = next((n for n in names if re.search(rf"\b{n}\b", code)), "")
-    if name:
-        return (f"`{name}` is a __constant__ variable, which device code may only read (CUDA "
-                f"rejects a write to it); give its values in its initializer, or pass the data "
-                f"in an array argument")
-    return ""
-
-
-_UNCLOSED = re.compile(r"^expected '}'(?: at end of input)?$")
-
-
-def _unclosed_brace(lines: list[str], filename: str, source: str | None) -> str:
-    """The sentence for a '{' of the kernel file that is never closed, or ''.
-
-    The compiler meets the end of it only in the entry points appended after the kernel
-    source, which then give errors of their own first (an `extern "C"` inside a function)."""
-    for i, text in enumerate(lines):
-        m = _ERROR.match(text)
-        if not m or not _UNCLOSED.match(m.group("msg")) or \
-                os.path.basename(m.group("file")) == filename:
-            continue
-        for note in lines[i + 1:]:
-            o = re.match(rf"^{re.escape(filename)}:(\d+):(?:\d+:)? note: to match this '{{'", note)
-            if o:
-                code = source_line(source, o.group(1))
-                return (f"{filename} line {o.group(1)}: expected '}}' at end of input (to match "
-                        f"the '{{' on this line)" + (f"\n    {code}" if code else ""))
-            if _ERROR.match(note):
-                break
-        return f"{filename}: expected '}}' at end of input (a '{{' is never closed)"
-    return ""
-
-
-def explain_compiler_errors(log: str, filename: str, source: str | None = None) -> str:
-    """The first useful error of a g++/clang log, located in the kernel file's own lines.
-
-    An error the course's own code after the kernel source gives because the kernel left a
-    '{' open is passed over for the compiler's "expected '}' at end of input"."""
-    lines = log.splitlines()
-    for i, text in enumerate(lines):
-        m = _ERROR.match(text)
-        if not m:
-            continue
-        if os.path.basename(m.group("file")) != filename:
-            unclosed = _unclosed_brace(lines, filename, source)
-            if unclosed:
-                return unclosed
-        msg = m.group("msg").replace("static assertion failed: ", "")
-        if os.path.basename(m.group("file")) == filename:
-            code = source_line(source, m.group("line"))
-            msg = _cuda_rule(msg, code, source) or msg
-            return f"{filename} line {m.group('line')}: {msg}" + (f"\n    {code}" if code else "")
-        # An error inside the prelude or the entry points: name the kernel line that led there.
-        for other in lines:
-            o = re.match(rf"^{re.escape(filename)}:(\d+):", other)
-            if o:
-                msg = _cuda_rule(msg, source_line(source, o.group(1)), source) or msg
-                return f"{filename} line {o.group(1)}: {msg}"
-        if "entry points" in m.group("file"):
-            return f"{filename}: the emulator cannot pass this kernel's arguments: {msg}"
-        return f"{filename}: {msg} (in {os.path.basename(m.group('file'))} line {m.group('line')})"
-    for text in lines:
-        u = re.search(r"undefined reference to [`'](.+?)'", text)
-        if u:
-            return (f"{filename}: `{u.group(1)}` is used but never defined (a __device__ "
-                    f"function declared without a body, or one CUDA has that the emulator lacks).")
-    useful = [t for t in lines if "error" in t.lower()] or lines[-3:] or ["no output"]
-    return f"{filename}: the C++ compiler failed: {useful[0].strip()}"
-
-
 # --------------------------------------------------------------------------- building
 
 def translation_unit(source: str, filename: str, defines: dict | None,
-                     kernels: list[KernelSignature]) -> str:
-    """The C++ file the emulator compiles: prelude, defines, the kernel source, entry points."""
+                     kernels: list[KernelSignature], guards: int = 0) -> str:
+    """The C++ file the emulator compiles: prelude, defines, the kernel source, entry points
+    (each kernel's, the sizes of its parameters, and the address and shape of each global
+    variable that ``get_global`` can reach). ``guards``: bytes of guard around each
+    ``__constant__`` variable (the race detector's build)."""
+    from .rewrite import accessible_globals, rewrite_for_emulator
+
     head = ['#include "cuda_emu.h"', *define_lines(defines), f'#line 1 "{c_string(filename)}"']
     tail = ['#line 1 "<gpucourse emulator entry points>"']
-    tail += [f"GCEMU_EXPORT void __gcemu_entry_{k.name}(void** a) {{ __gcemu_invoke({k.name}, a); }}"
-             for k in kernels]
-    return "\n".join(head) + "\n" + rewrite_for_emulator(source) + "\n" + "\n".join(tail) + "\n"
+    for k in kernels:
+        tail.append(f"GCEMU_EXPORT void __gcemu_entry_{k.name}(void** a) {{ __gcemu_invoke({k.name}, a); }}")
+        tail.append(f"GCEMU_EXPORT void __gcemu_sizes_{k.name}(unsigned long long* s) "
+                    f"{{ __gcemu_param_sizes({k.name}, s); }}")
+    for name in accessible_globals(source, defines):
+        tail.append(f"GCEMU_EXPORT void* __gcemu_global_{name}(unsigned long long* i, const char** k) "
+                    f"{{ return __gcemu_global_info({name}, i, k); }}")
+    body = rewrite_for_emulator(source, defines, guards)
+    return "\n".join(head) + "\n" + body + "\n" + "\n".join(tail) + "\n"
 
 
 def build_library(source: str, *, filename: str = "kernel.cu", defines: dict | None = None,
                   extra_flags=(), extra_sources=(), extra_source_flags=(),
-                  switch: str | None = None) -> "Library":
+                  switch: str | None = None, guards: int = 0) -> "Library":
     """Compile CUDA C ``source`` for the emulator (or take it from the cache) and load it.
 
     ``extra_flags`` go to the kernel's compilation only (e.g. instrumentation);
     ``extra_sources`` are C++ files compiled with the base flags plus
     ``extra_source_flags`` and linked in (e.g. the hooks that instrumentation calls).
-    ``switch="ucontext"`` forces the portable context switch.
+    ``switch="ucontext"`` forces the portable context switch; ``guards``: bytes of guard
+    around each ``__constant__`` variable (the race detector's build).
     """
     filename = os.path.basename(filename) or "kernel.cu"
-    check_supported(source, filename)
-    kernels = find_kernels(source, filename)
-    tu = translation_unit(source, filename, defines, kernels)
+    check_supported(source, filename, defines)
+    kernels = find_kernels(source, filename, defines)
+    tu = translation_unit(source, filename, defines, kernels, guards)
     switch = switch or switch_kind_requested()
     _, ident = compiler()
     runtime = runtime_object(switch)
     extras = [_object(Path(p), BASE_FLAGS + tuple(extra_source_flags), "extra")
               for p in extra_sources]
     flags = BASE_FLAGS + _kernel_flags() + tuple(extra_flags)
-    key = _hash(tu, PRELUDE.read_bytes(), runtime.name, [e.name for e in extras], flags,
+    key = _hash(tu, headers_digest(), runtime.name, [e.name for e in extras], flags,
                 _link_flags(), ident)
     with _lock:
         if key in _loaded:
@@ -559,6 +461,7 @@ class Library:
         dll.gcemu_static_shared_bytes.restype = ctypes.c_size_t
         self._entries = {name: ctypes.cast(getattr(dll, f"__gcemu_entry_{name}"), ctypes.c_void_p)
                          for name in self.kernels}
+        self._static: dict[str, int] = {}  # kernel_static_shared of each kernel launched
 
     def __reduce__(self):
         return _reopen, (str(self.path), self.filename, tuple(self.kernels.values()), self.switch,
@@ -593,6 +496,15 @@ class Library:
                 total += size
         return total
 
+    def param_sizes(self, name: str) -> list[int]:
+        """The bytes of each parameter of kernel ``name`` (``sizeof``, as compiled)."""
+        n = len(self.kernels[name].params)
+        out = (ctypes.c_ulonglong * max(n, 1))()
+        fn = getattr(self._dll, f"__gcemu_sizes_{name}")
+        fn.restype = None
+        fn(out)
+        return [int(v) for v in out[:n]]
+
     def _take_output(self) -> str:
         n = self._dll.gcemu_output(None, 0)
         text = ""
@@ -616,8 +528,9 @@ class Library:
         for p, a in zip(sig.params, args):
             if p.pointer:
                 holders.append(ctypes.c_void_p(a.__array_interface__["data"][0]))
-            else:
-                holders.append(np.ctypeslib.as_ctypes_type(p.dtype)(a))
+            else:  # a value's bytes (a scalar of the parameter's type, or a struct's)
+                data = a.tobytes() if isinstance(a, np.void) else np.asarray(a, p.dtype).tobytes()
+                holders.append(ctypes.create_string_buffer(data, max(len(data), 1)))
         pointers = (ctypes.c_void_p * max(1, len(holders)))(*[ctypes.addressof(h) for h in holders])
         g = (ctypes.c_uint * 3)(*grid)
         b = (ctypes.c_uint * 3)(*block)
@@ -626,7 +539,11 @@ class Library:
             stack_kb = int(os.environ.get("GPUCOURSE_EMU_STACK_KB", DEFAULT_STACK_KB))
         except ValueError:
             raise DeviceError("GPUCOURSE_EMU_STACK_KB must be a whole number of KB, e.g. 256.")
+        static = self._static.get(name)  # of the 48 KB that a block's placed arrays share
+        if static is None:
+            static = self._static[name] = self.kernel_static_shared(name)
         with _lock:
+            self._dll.gcemu_set_static_shared(ctypes.c_size_t(static))
             rc = self._dll.gcemu_launch(name.encode(), self._entries[name], pointers, g, b,
                                         int(shared_mem), ORDERS[order], int(seed) & (2**64 - 1),
                                         stack_kb, message, len(message))

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import LaunchError
 from .build import SHARED_MEM_LIMIT
-from .source import Param
+from .source import BFLOAT16_TYPES, Param
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -91,7 +91,7 @@ def _is_cupy(a) -> bool:
 
 
 def _article(word: str) -> str:
-    return "an" if word[:1] in "aeiou" else "a"
+    return "an" if word[:1] in "aeio" else "a"  # a uint16: the u sounds as "you"
 
 
 def _what(a) -> str:
@@ -110,8 +110,10 @@ def _what(a) -> str:
     return f"a {type(a).__name__}"
 
 
-def check_args(kernel: str, params: tuple[Param, ...], args, backend: str) -> None:
-    """LaunchError, in one sentence, for the first argument that does not fit the signature."""
+def check_args(kernel: str, params: tuple[Param, ...], args, backend: str,
+               sizes: list[int] | None = None) -> None:
+    """LaunchError, in one sentence, for the first argument that does not fit the signature
+    (``sizes``: the bytes of each parameter where known, for a struct passed by value)."""
     if not isinstance(args, (tuple, list)):
         raise LaunchError(f"{kernel}: args must be a tuple of the kernel's arguments, e.g. "
                           f"(a, out, np.int32(n)), not {_what(args)}.")
@@ -123,8 +125,15 @@ def check_args(kernel: str, params: tuple[Param, ...], args, backend: str) -> No
         head = f"argument {p.index + 1} `{p.name}` of {kernel} is `{p.decl}`"
         if p.problem:
             raise LaunchError(f"{head}: {p.problem}.")
+        if p.struct:
+            _check_struct(head, p, a, sizes[p.index] if sizes else p.size)
+            continue
         if p.pointer:
             want = "an array" if p.dtype is None else f"{_article(p.dtype.name)} {p.dtype.name} array"
+            convert = f".astype(np.{p.dtype.name})" if p.dtype is not None else ""
+            if p.base in BFLOAT16_TYPES:  # NumPy has no bfloat16: its bits travel in uint16
+                want += " of bfloat16 bits (gc.emulator.bfloat16(values) makes them)"
+                convert = "gc.emulator.bfloat16(...)"
             if not (isinstance(a, np.ndarray) or _is_cupy(a)):
                 raise LaunchError(f"{head}: pass {want}, not {_what(a)}.")
             if backend == "cuda" and isinstance(a, np.ndarray):
@@ -134,8 +143,8 @@ def check_args(kernel: str, params: tuple[Param, ...], args, backend: str) -> No
                 raise LaunchError(f"{head}: this kernel runs on the CPU emulator, so pass a NumPy "
                                   f"array (gc.device.to_host(...)), not a CuPy array.")
             if p.dtype is not None and a.dtype != p.dtype:
-                raise LaunchError(f"{head}: pass {want}, not {_article(a.dtype.name)} {a.dtype.name} array (convert with "
-                                  f".astype(np.{p.dtype.name})).")
+                raise LaunchError(f"{head}: pass {want}, not {_article(a.dtype.name)} {a.dtype.name} "
+                                  f"array (convert with {convert}).")
             if not a.flags.c_contiguous:
                 raise LaunchError(f"{head}: the array is not C-contiguous (a transposed view, or "
                                   f"a slice with a step?); pass a contiguous copy "
@@ -161,3 +170,17 @@ def check_args(kernel: str, params: tuple[Param, ...], args, backend: str) -> No
             else:
                 why = ""
             raise LaunchError(f"{head}: pass np.{dt.name}({p.name}), not {_what(a)}{why}.")
+
+
+def _check_struct(head: str, p: Param, a, size: int | None) -> None:
+    """A struct (or vector type) passed by value is a NumPy structured scalar, as CuPy takes
+    it, of the struct's size."""
+    what = f"{size} bytes" if size else "its bytes"
+    if not isinstance(a, np.void):
+        raise LaunchError(f"{head}: pass a NumPy structured scalar of {what}, e.g. np.array((...), "
+                          f"dtype=np.dtype([(name, type), ...], align=True))[()], with the "
+                          f"struct's fields in order, not {_what(a)}.")
+    if size and a.dtype.itemsize != size:
+        raise LaunchError(f"{head}: the structured scalar has {a.dtype.itemsize} bytes but "
+                          f"`{p.base}` has {size}; list the struct's fields in order with their "
+                          f"C types, with align=True so that NumPy pads them as C does.")

@@ -45,10 +45,20 @@ enum { MAX_THREADS = 1024, DYN_SHARED_BYTES = 48 * 1024, MAX_RANGES = 66, MAX_BO
 enum Kind : uint8_t {
   K_READ = 1, K_WRITE = 2, K_ATOMIC = 3, K_CAS = 4, K_BLOCK_ATOMIC = 5, K_BLOCK_CAS = 6
 };
-enum Space : uint8_t { GLOBAL = 0, SHARED = 1, DYNAMIC = 2, OUTSIDE = 3, SHARED_GUARD = 4 };
+enum Space : uint8_t {
+  GLOBAL = 0, SHARED = 1, DYNAMIC = 2, OUTSIDE = 3, SHARED_GUARD = 4, PLACED_GUARD = 5,
+  CONSTANT_GUARD = 6
+};
+// What gcrace_result's first word says was found.
+enum Found { F_NONE = 0, F_RACE = 1, F_BOUNDS = 2, F_UNINITIALIZED = 3 };
+// Guard bytes around each placed __shared__ variable (runtime.cpp), as after static ones.
+enum { PLACE_GUARD_BYTES = 256 };
 
 extern "C" {
 extern char __gcemu_dynamic_shared_buf[] __attribute__((visibility("hidden")));
+extern size_t __gcemu_place_guard __attribute__((visibility("hidden")));
+int __gcemu_placed_lookup(uintptr_t addr, uintptr_t* at, size_t* bytes, size_t* elem,
+                          const char** name) __attribute__((visibility("hidden")));
 extern char __start_gcshared[] __attribute__((weak, visibility("hidden")));
 extern char __stop_gcshared[] __attribute__((weak, visibility("hidden")));
 }
@@ -64,7 +74,9 @@ struct Access {         // one thread's access to one word; block 0: none
 };
 struct Cell { Access write, atomic[2], read[2]; };
 static_assert(sizeof(Cell) == 100, "racecheck.py's CELL_BYTES is sizeof(Cell)");
-struct Range { uintptr_t lo, hi; Cell* cells; size_t ncells; uint8_t space; };
+// A range of memory watched: its shadow cells, and for shared memory the block that last
+// wrote each byte (`written`, for reads of memory no thread of the block has written).
+struct Range { uintptr_t lo, hi; Cell* cells; size_t ncells; uint32_t* written; uint8_t space; };
 
 static Range g_range[MAX_RANGES];
 static int g_nranges, g_last;
@@ -76,6 +88,15 @@ static int g_nbounds;
 struct Guard { uintptr_t lo, hi; };
 static Guard g_guard[MAX_BOUNDS];
 static int g_nguards;
+// The guard bytes around each __constant__ variable of the detector's build.
+static Guard g_cguard[MAX_BOUNDS];
+static int g_ncguards;
+
+static inline const Guard* in_cguard(uintptr_t a) {
+  for (int i = 0; i < g_ncguards; i++)
+    if (a - g_cguard[i].lo < g_cguard[i].hi - g_cguard[i].lo) return &g_cguard[i];
+  return NULL;
+}
 
 static inline const Guard* in_guard(uintptr_t a) {
   for (int i = 0; i < g_nguards; i++)
@@ -90,12 +111,21 @@ static uint32_t g_block, g_epoch;
 static uint32_t g_vc[MAX_THREADS][32];  // per thread: the warp-sync epochs of its warp's lanes it has seen
 
 // The first conflict: what Python reads with gcrace_result.
-static struct {
-  int found;  // 1: a race, 2: an access out of bounds
+struct Hazard {
+  int found;  // a Found
   uintptr_t addr;
   uint8_t space;
   Access first, second;
-} g_hazard;
+  const char* name;  // a placed __shared__ variable's name, or NULL
+  uintptr_t start;   // where that variable starts
+  size_t bytes;      // its bytes
+  size_t elem;       // the bytes of its element
+};
+static Hazard g_hazard;
+// The first read of shared memory that no thread of its block had written: reported at the
+// end of the launch unless a race or an access out of bounds came first (a read before the
+// neighbour's write is often a missing barrier, which the race check names better).
+static Hazard g_uninit;
 
 // A plain read of a word that other threads update atomically is held back, not reported:
 // it is the first step of a compare-and-swap loop (read, then atomicCAS until no other
@@ -142,6 +172,7 @@ __attribute__((noinline)) static void found(uintptr_t addr, uint8_t space, const
   g_hazard.space = space;
   g_hazard.first = p;
   g_hazard.second = c;
+  g_hazard.name = NULL;
   g_races = 0;  // the first race is the one reported; only bounds are watched from here
 }
 
@@ -255,11 +286,44 @@ __attribute__((noinline)) static void bad_address(uintptr_t addr, uint8_t space,
   c.bytes = 0xF;
   g_hazard.found = 0;
   found(addr, space, Access{}, c);
-  g_hazard.found = 2;
+  g_hazard.found = F_BOUNDS;
   g_active = 0;
+  if (space == PLACED_GUARD)
+    __gcemu_placed_lookup(addr, &g_hazard.start, &g_hazard.bytes, &g_hazard.elem, &g_hazard.name);
 }
 
-__attribute__((noinline)) static void access(uintptr_t pc, uintptr_t addr, uint32_t size, uint8_t kind) {
+// Shared memory: a write marks its bytes written by this block; a read (or an atomic) of a
+// byte no thread of the block has written is kept as the launch's first uninitialized read.
+// Block copies (a struct with padding) are not checked. g++ does not instrument a store of a
+// call's result (`s[i] = __float2half(x)`, `s[i] = make_float2(a, b)`), so a byte that no
+// longer holds the runtime's poison (0xFF) counts as written.
+static inline void watch_written(Range* R, uintptr_t addr, uintptr_t end, const Access& c,
+                                 int checked) {
+  uint32_t* w = R->written + (addr - R->lo);
+  const size_t n = end - addr;
+  if (c.kind != K_WRITE && checked && !g_uninit.found) {
+    for (size_t k = 0; k < n; k++)
+      if (w[k] != g_block && ((const unsigned char*)addr)[k] != 0xFF) w[k] = g_block;
+    for (size_t k = 0; k < n; k++)
+      if (w[k] != g_block) {
+        g_uninit.found = F_UNINITIALIZED;
+        g_uninit.addr = addr + k;
+        g_uninit.space = R->space;
+        g_uninit.second = c;
+        g_uninit.name = NULL;
+        if (R->space == DYNAMIC &&
+            __gcemu_placed_lookup(addr + k, &g_uninit.start, &g_uninit.bytes, &g_uninit.elem,
+                                  &g_uninit.name) != 1)
+          g_uninit.name = NULL;
+        break;
+      }
+  }
+  if (c.kind != K_READ)
+    for (size_t k = 0; k < n; k++) w[k] = g_block;
+}
+
+__attribute__((noinline)) static void access(uintptr_t pc, uintptr_t addr, uint32_t size, uint8_t kind,
+                                             int whole = 1) {
   const int cas = kind == K_CAS || kind == K_BLOCK_CAS;
   if (cas) kind = kind == K_CAS ? K_ATOMIC : K_BLOCK_ATOMIC;
   Range* R = range_of(addr);
@@ -287,14 +351,31 @@ __attribute__((noinline)) static void access(uintptr_t pc, uintptr_t addr, uint3
     if (!R && outside_arrays(addr)) return bad_address(addr, OUTSIDE, c);
     if (last != addr && outside_arrays(last)) return bad_address(last, OUTSIDE, c);
   }
-  if (!R) return;  // a read-only array, a thread's own stack, a built-in variable
+  if (!R) {  // a read-only array, a thread's own stack, a built-in variable, a constant
+    if (GCRACE_UNLIKELY(g_ncguards)) {
+      if (in_cguard(addr)) return bad_address(addr, CONSTANT_GUARD, c);
+      if (in_cguard(last)) return bad_address(last, CONSTANT_GUARD, c);
+    }
+    return;
+  }
   if (GCRACE_UNLIKELY(g_nguards && R->space == SHARED)) {  // past a shared array's end
     if (in_guard(addr)) return bad_address(addr, SHARED_GUARD, c);
     if (in_guard(last)) return bad_address(last, SHARED_GUARD, c);
   }
-  if (GCRACE_UNLIKELY(R->space == DYNAMIC && end > g_dyn_end))
-    return bad_address(addr, DYNAMIC, c);  // beyond the shared_mem of the launch
+  if (GCRACE_UNLIKELY(R->space == DYNAMIC && end > g_dyn_end)) {
+    // Past the launch's shared_mem: a placed __shared__ variable, its guard bytes, or
+    // nothing the launch asked for.
+    uintptr_t at;
+    size_t bytes, elem;
+    const char* name;
+    const uintptr_t first = addr < g_dyn_end ? g_dyn_end : addr;
+    const int where = __gcemu_placed_lookup(first, &at, &bytes, &elem, &name);
+    if (where == 2 || (where == 1 && end > at + bytes))
+      return bad_address(where == 2 ? first : at + bytes, PLACED_GUARD, c);
+    if (where == 0) return bad_address(addr, DYNAMIC, c);
+  }
   if (!g_races) return;
+  if (R->written) watch_written(R, addr, end, c, whole);
   for (uintptr_t word = addr & ~(uintptr_t)3; word < end; word += 4) {
     const size_t i = (word - R->lo) >> 2;
     if (i >= R->ncells) return;  // past the end of the range
@@ -328,7 +409,7 @@ GCRACE_ACCESS(16)
 // Block copies (struct assignment, memcpy), memset: every word of the copy.
 static inline void observe_range(uintptr_t pc, void* a, unsigned long n, uint8_t kind) {
   for (unsigned long k = 0; k < n && g_active; k += 16)
-    access(pc, (uintptr_t)a + k, (uint32_t)(n - k < 16 ? n - k : 16), kind);
+    access(pc, (uintptr_t)a + k, (uint32_t)(n - k < 16 ? n - k : 16), kind, 0);
 }
 GCRACE_HOOK void __tsan_read_range(void* a, unsigned long n) { observe_range(GCRACE_RA, a, n, K_READ); }
 GCRACE_HOOK void __tsan_write_range(void* a, unsigned long n) { observe_range(GCRACE_RA, a, n, K_WRITE); }
@@ -397,12 +478,15 @@ static void on_sync(int event, unsigned members) {
 // ---------------------------------------------------------------- Python's side
 
 static void release(void) {
-  for (int r = 0; r < g_nranges; r++)
+  for (int r = 0; r < g_nranges; r++) {
     if (g_range[r].cells) munmap(g_range[r].cells, sizeof(Cell) * g_range[r].ncells);
+    if (g_range[r].written) munmap(g_range[r].written, 4 * (g_range[r].hi - g_range[r].lo));
+  }
   g_nranges = 0;
   g_last = 0;
   g_nbounds = 0;
   g_nguards = 0;
+  g_ncguards = 0;
   g_active = 0;
 }
 
@@ -417,6 +501,16 @@ static int add_range(uintptr_t lo, uintptr_t hi, uint8_t space) {
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);  // zero-filled, lazily
   if (p == MAP_FAILED) return -1;
   R.cells = (Cell*)p;
+  R.written = NULL;
+  if (space != GLOBAL) {
+    void* w = mmap(NULL, 4 * (hi - R.lo), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (w == MAP_FAILED) {
+      munmap(p, sizeof(Cell) * R.ncells);
+      return -1;
+    }
+    R.written = (uint32_t*)w;
+  }
   g_nranges++;
   return 0;
 }
@@ -426,6 +520,8 @@ static int add_range(uintptr_t lo, uintptr_t hi, uint8_t space) {
 GCRACE_API int gcrace_reset(const uint64_t* ranges, int nranges, unsigned dyn_shared, int races) {
   release();
   memset(&g_hazard, 0, sizeof g_hazard);
+  memset(&g_uninit, 0, sizeof g_uninit);
+  __gcemu_place_guard = PLACE_GUARD_BYTES;
   memset(g_pending, 0, sizeof g_pending);
   g_npending = 0;
   Dl_info info;
@@ -434,7 +530,7 @@ GCRACE_API int gcrace_reset(const uint64_t* ranges, int nranges, unsigned dyn_sh
   if (__start_gcshared && __stop_gcshared > __start_gcshared)
     rc |= add_range((uintptr_t)__start_gcshared, (uintptr_t)__stop_gcshared, SHARED);
   const uintptr_t dyn = (uintptr_t)__gcemu_dynamic_shared_buf;
-  rc |= add_range(dyn, dyn + DYN_SHARED_BYTES, DYNAMIC);
+  rc |= add_range(dyn, dyn + 2 * DYN_SHARED_BYTES, DYNAMIC);  // placed variables follow
   g_dyn_end = dyn + dyn_shared;
   for (int r = 0; r < nranges && rc == 0; r++) rc |= add_range(ranges[2 * r], ranges[2 * r + 1], GLOBAL);
   if (rc) {
@@ -464,13 +560,23 @@ GCRACE_API void gcrace_guards(const uint64_t* guards, int n) {
     g_guard[i] = Guard{g_base + (uintptr_t)guards[2 * i], g_base + (uintptr_t)guards[2 * i + 1]};
 }
 
+// Guard bytes around the __constant__ variables, after gcrace_reset: (start, end) of each
+// as addresses.
+GCRACE_API void gcrace_constant_guards(const uint64_t* guards, int n) {
+  g_ncguards = 0;
+  for (int i = 0; i < n && i < MAX_BOUNDS; i++, g_ncguards++)
+    g_cguard[i] = Guard{(uintptr_t)guards[2 * i], (uintptr_t)guards[2 * i + 1]};
+}
+
 // Stops observing and frees the shadow memory; call after the launch.
 GCRACE_API void gcrace_finish(void) { release(); }
 
 // The first conflict: found, address, space, then kind, block, rank and instruction of the
-// earlier access and of the later one.
+// earlier access and of the later one; then the name, start and element bytes of the placed
+// __shared__ variable it concerns (0 where none).
 GCRACE_API void gcrace_result(uint64_t* out) {
   if (!g_hazard.found && g_npending && g_races) report_pending();  // held in the launch's last block
+  if (!g_hazard.found && g_uninit.found) g_hazard = g_uninit;
   const Access* a[2] = {&g_hazard.first, &g_hazard.second};
   out[0] = (uint64_t)g_hazard.found;
   out[1] = (uint64_t)g_hazard.addr;
@@ -481,6 +587,10 @@ GCRACE_API void gcrace_result(uint64_t* out) {
     out[5 + 4 * i] = a[i]->rank;
     out[6 + 4 * i] = a[i]->pc;
   }
+  out[11] = (uint64_t)(uintptr_t)g_hazard.name;
+  out[12] = g_hazard.name ? (uint64_t)g_hazard.start : 0;
+  out[13] = g_hazard.name ? (uint64_t)g_hazard.bytes : 0;
+  out[14] = g_hazard.name ? (uint64_t)g_hazard.elem : 0;
 }
 
 // Where dynamic and static shared memory start, and the library's base, for messages.

@@ -35,16 +35,20 @@ import numpy as np
 from ..errors import CourseError
 from . import build, checks, instrument
 from .build import KernelError, Library, build_library
-from .source import defines_key
+from .declarations import file_globals
+from .globals import copy_values, declared_names, info
+from .source import defines_key, view
 
 HOOKS = instrument.HERE / "racecheck.cpp"
 # Kinds of access and spaces of memory, as racecheck.cpp numbers them.
 READ, WRITE, ATOMIC = 1, 2, 3
 ATOMIC_BLOCK = 5  # a block-scoped atomic (atomicAdd_block...)
-GLOBAL, SHARED, DYNAMIC, OUTSIDE, SHARED_GUARD = 0, 1, 2, 3, 4
-#: Guard bytes after each static __shared__ array in the detector's build (cuda_emu.h).
+GLOBAL, SHARED, DYNAMIC, OUTSIDE, SHARED_GUARD, PLACED_GUARD, CONSTANT_GUARD = range(7)
+RACE, BOUNDS, UNINITIALIZED = 1, 2, 3  # what was found
+#: Guard bytes after each static __shared__ array in the detector's build (cuda_emu.h), and
+#: before and after each __constant__ variable (emulator/rewrite.py).
 SHARED_GUARD_BYTES = 256
-_RESULT_WORDS = 11
+_RESULT_WORDS = 15
 CELL_BYTES = 100      # sizeof(Cell) in racecheck.cpp: the shadow of each 4-byte word
 #: Most shadow memory one launch may take (lazily committed; 25x the arrays it watches).
 MAX_SHADOW_BYTES = 2 << 30
@@ -73,8 +77,9 @@ def detector(kernel, warn: bool = True) -> "Detector | None":
         try:
             found = Detector(build_library(module.source, filename=module.filename,
                                            defines=module.defines, extra_flags=_flags(),
-                                           extra_sources=(HOOKS,)),
-                             module.source, instrument.addr2line())
+                                           extra_sources=(HOOKS,), guards=SHARED_GUARD_BYTES),
+                             module.source, instrument.addr2line(), defines=module.defines,
+                             plain=module._emulator_library())
         except (CourseError, OSError) as exc:
             problem = f"its instrumented build failed ({str(exc).splitlines()[0][:200]})"
     if problem and warn:
@@ -155,10 +160,18 @@ def _dims(i: int, dims) -> str:
 class Detector:
     """The instrumented build of one source: runs a launch and names its first hazard."""
 
-    def __init__(self, library: Library, source: str, addr2line: str | None):
+    def __init__(self, library: Library, source: str, addr2line: str | None, *,
+                 defines: dict | None = None, plain: Library | None = None):
         self.library = library
+        self.source = source
         self.source_lines = source.splitlines()
         self.addr2line = addr2line
+        self.defines = dict(defines or {})
+        self.plain = plain  # the build whose global variables the detector's copy takes
+        seen = view(source, defines)
+        self.constants = [g.name for g in file_globals(seen.text)
+                          if g.space == "constant" and not g.in_namespace]
+        self.variables = declared_names(source, defines)
         self._dll = dll = ctypes.CDLL(str(library.path))
         dll.gcrace_reset.restype = ctypes.c_int
         dll.gcrace_reset.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint, ctypes.c_int]
@@ -166,10 +179,13 @@ class Detector:
         dll.gcrace_shared.argtypes = [ctypes.c_void_p]
         dll.gcrace_bounds.argtypes = [ctypes.c_void_p, ctypes.c_int]
         dll.gcrace_guards.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        dll.gcrace_constant_guards.argtypes = [ctypes.c_void_p, ctypes.c_int]
         self.guards = _shared_guards(library.path)  # [(start, end, array name)] offsets
+        self.shared = _shared_symbols(library.path)  # [(start, size, array name)] offsets
 
     def __reduce__(self):
-        return Detector, (self.library, "\n".join(self.source_lines), self.addr2line)
+        return _detector_again, (self.library, self.source, self.addr2line, self.defines,
+                                 self.plain)
 
     def run(self, name, grid, block, host_args, shared_mem=0, *, order="forward", seed=0,
             bounds_only=False, timeout=None) -> "Hazard | None":
@@ -217,6 +233,11 @@ class Detector:
             self._dll.gcrace_bounds(_u64(bounds), len(bounds) // 4)
             self._dll.gcrace_guards(_u64([v for lo, hi, _ in self.guards for v in (lo, hi)]),
                                     len(self.guards))
+            if self.plain is not None:  # what Python set with get_global
+                copy_values(self.plain, self.library, self.variables)
+            cguards = self._constant_guards()
+            self._dll.gcrace_constant_guards(_u64([v for lo, hi, _, _ in cguards for v in (lo, hi)]),
+                                             len(cguards))
             checks.set_timeout(self.library, timeout)
             try:
                 self.library.launch(name, grid, block, args, shared_mem, order=order, seed=seed,
@@ -231,6 +252,18 @@ class Detector:
         if not result[0]:
             return None
         return self._hazard(name, grid, block, params, args, shared_mem, list(result), list(shared))
+
+    def _constant_guards(self) -> list[tuple[int, int, str, object]]:
+        """(start, end, name, info) of the guard bytes before and after each __constant__
+        variable of the detector's build, as addresses."""
+        out = []
+        for n in self.constants:
+            found = info(self.library, n)
+            if found is not None:
+                g = SHARED_GUARD_BYTES
+                out.append((found.address - g, found.address, n, found))
+                out.append((found.address + found.nbytes, found.address + found.nbytes + g, n, found))
+        return out
 
     # ---- the message
     def _sites(self, pcs) -> dict[int, tuple[int, str]]:
@@ -250,6 +283,9 @@ class Detector:
 
     def _hazard(self, name, grid, block, params, args, shared_mem, r, shared) -> "Hazard":
         addr, space = r[1], r[2]
+        # A placed __shared__ variable: (name, start address, bytes, element bytes).
+        placed = ((ctypes.string_at(r[11]).decode(errors="replace"), r[12], r[13], r[14])
+                  if r[11] else None)
         first = dict(zip(("kind", "block", "rank", "pc"), r[3:7]))
         second = dict(zip(("kind", "block", "rank", "pc"), r[7:11]))
         sites = self._sites([a["pc"] for a in (first, second) if a["kind"]])
@@ -272,6 +308,15 @@ class Detector:
         def it(a):
             return "it with a block-scoped atomic" if a["kind"] == ATOMIC_BLOCK else "it"
 
+        if r[0] == UNINITIALIZED:
+            what = self._shared_element(addr, space, shared, placed)
+            return Hazard(
+                f"kernel {name}: {who(second)} {verbs[second['kind']][0]} {what} before any thread "
+                f"of its block wrote it, {at(second, True)}; shared memory starts undefined in "
+                f"every block (the emulator fills it with NaN): write every element a thread "
+                f"reads, with a __syncthreads() between the writes and the reads.",
+                f"{who(second)} reads {what} before any thread of its block wrote it, "
+                f"{at(second, True)}")
         if space == DYNAMIC and not first["kind"]:
             offset = addr - shared[0]
             return Hazard(f"kernel {name}: {who(second)} {verbs[second['kind']][0]} dynamic "
@@ -289,6 +334,15 @@ class Detector:
                           f"array `{array}` past its end (byte {past} beyond it) "
                           f"{at(second, True)}; size the array for every thread that uses it, or "
                           "guard the index.")
+        if space == PLACED_GUARD and placed:
+            array, start, nbytes, _ = placed
+            side = (f"past its end (byte {addr - start - nbytes} beyond it)"
+                    if addr >= start else f"before its start (byte {start - addr} before it)")
+            return Hazard(f"kernel {name}: {who(second)} {verbs[second['kind']][0]} the __shared__ "
+                          f"array `{array}` {side} {at(second, True)}; size the array for every "
+                          "thread that uses it, or guard the index.")
+        if space == CONSTANT_GUARD:
+            return Hazard(self._constant_out_of_bounds(name, addr, who(second), at(second, True)))
         if second["kind"] == READ:
             kind = "read-after-write"
         elif first["kind"] == READ:
@@ -336,6 +390,39 @@ class Detector:
                f"nothing ordering the two; {fix}")
         return Hazard(f"kernel {name} has a race ({what}): {how}.", f"it is a {what}: {how}")
 
+    def _constant_out_of_bounds(self, name, addr, thread, where) -> str:
+        for lo, hi, var, found in self._constant_guards():
+            if lo <= addr < hi:
+                item = found.elem
+                count = found.nbytes // item
+                index = (addr - found.address) // item
+                side = "before its start" if index < 0 else "past its end"
+                return (f"kernel {name}: {thread} reads the __constant__ array `{var}` out of "
+                        f"bounds {where}, element {index} of {count} ({side}); on a GPU that "
+                        f"reads whatever lies beside it in constant memory: keep the index "
+                        f"inside the array.")
+        return f"kernel {name}: {thread} reads __constant__ memory out of bounds {where}."
+
+    def _shared_element(self, addr, space, shared, placed) -> str:
+        """Names the shared memory at ``addr``: the array and its element."""
+        if placed:
+            array, start, _, elem = placed
+            return f"the __shared__ array `{array}` at element {(addr - start) // max(1, elem)}"
+        if space == DYNAMIC:
+            names = re.findall(r"\bextern\s+__shared__\s+[^;]*?([A-Za-z_]\w*)\s*\[\s*\]",
+                               "\n".join(self.source_lines))
+            label = f"`{names[0]}` " if names else ""
+            return (f"dynamic shared memory {label}(extern __shared__) at byte "
+                    f"{addr - shared[0]}")
+        offset = addr - shared[2]
+        for start, size, array in self.shared:
+            if start <= offset < start + size:
+                elem = _element_bytes(self.source, array)
+                where = (f"element {(offset - start) // elem}" if elem else
+                         f"byte {offset - start}")
+                return f"the __shared__ array `{array}` at {where}"
+        return "shared memory"
+
     @staticmethod
     def _out_of_bounds(name, params, args, addr, thread, verb, where) -> str:
         array, index, size = _nearest_array(params, args, addr)
@@ -343,6 +430,43 @@ class Detector:
         return (f"kernel {name}: {thread} {verb} `{array}` out of bounds {where}, element "
                 f"{index} of {size} ({side}); on a GPU that touches another allocation or "
                 "faults: guard the access so that its index stays inside the array.")
+
+
+def _detector_again(library, source, addr2line, defines, plain):
+    return Detector(library, source, addr2line, defines=defines, plain=plain)
+
+
+def _element_bytes(source: str, array: str) -> int:
+    """Bytes of one element of the __shared__ array ``array`` as the source declares it, or
+    0 where its type is not one NumPy knows."""
+    from .source import _SCALARS, _VECTORS
+
+    m = re.search(rf"__shared__\s+(?:__align__\s*\([^)]*\)\s*)?([A-Za-z_][\w\s]*?)\s+"
+                  rf"{re.escape(array)}\s*[\[;]", source)
+    if not m:
+        return 0
+    base = " ".join(w for w in m.group(1).split() if w not in ("volatile", "const", "static"))
+    if base in _SCALARS:
+        return np.dtype(_SCALARS[base]).itemsize
+    if base in _VECTORS:
+        elem, lanes = _VECTORS[base]
+        return np.dtype(elem).itemsize * lanes
+    return 0
+
+
+def _shared_symbols(path) -> list[tuple[int, int, str]]:
+    """(start, size, name) of each static __shared__ variable of the detector's build, as
+    offsets from the library's base (its guard bytes counted in its size); [] without nm."""
+    out = []
+    for start, size, symbol in instrument.symbols(path):
+        m = re.match(r"_ZZ.*?E(\d+)", symbol) or re.match(r"_ZL(\d+)", symbol)
+        if not m:
+            continue
+        name = symbol[m.end():m.end() + int(m.group(1))]
+        if name.endswith("__gcemu_guarded"):
+            name = name[:-len("__gcemu_guarded")]
+        out.append((start, size, name))
+    return out
 
 
 def _shared_guards(path) -> list[tuple[int, int, str]]:

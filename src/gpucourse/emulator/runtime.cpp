@@ -53,9 +53,11 @@ const int warpSize = 32;
 
 enum { MAX_THREADS = 1024, MAX_WARPS = 32, DYN_SHARED_BYTES = 48 * 1024, OUT_LIMIT = 1 << 20 };
 
-// `extern __shared__ T name[];` in a kernel is rewritten to name this buffer.
+// `extern __shared__ T name[];` in a kernel is rewritten to name this buffer. The placed
+// __shared__ variables (of templates, see __gcemu_shared_place) follow the launch's
+// shared_mem in it; the second half is room for a tool's guard bytes around them.
 extern "C" {
-GCEMU_HIDDEN char __gcemu_dynamic_shared_buf[DYN_SHARED_BYTES] __attribute__((aligned(128)));
+GCEMU_HIDDEN char __gcemu_dynamic_shared_buf[2 * DYN_SHARED_BYTES] __attribute__((aligned(128)));
 #if defined(__ELF__)
 // Start and end of the section that holds every static __shared__ variable (set by the linker).
 extern char __start_gcshared[] __attribute__((weak, visibility("hidden")));
@@ -86,7 +88,7 @@ struct Fiber {
 // Warp functions: __syncwarp, exchanges (shuffles, votes), which move values, and
 // collectives (matches, reductions): kind WARP_COLLECTIVE + mode, so that only lanes in the
 // same one complete together.
-enum { WARP_SYNC = 1, WARP_EXCHANGE = 2, WARP_COLLECTIVE = 16 };
+enum { WARP_SYNC = 1, WARP_EXCHANGE = 2, WARP_COLLECTIVE = 16, WARP_GATHER = 64 };
 
 struct Warp {
   unsigned exists;   // lanes present (the last warp of a block may be partial)
@@ -95,6 +97,7 @@ struct Warp {
   // What each waiting lane brought to its exchange: its value and the lane it reads.
   uint64_t value[32];
   uint8_t src[32];
+  void* desc[32];  // what each lane brings to a gather (a wmma operation)
 };
 
 // Set by a tool linked into the build (the race detector), else NULL; see cuda_emu.h.
@@ -106,6 +109,9 @@ static Warp g_warp[MAX_WARPS];
 static int g_n;
 static Fiber* g_cur;
 static int g_arrived, g_done;
+// The threads a __syncthreads() waits for: the block's, less those of warps that have
+// finished as a whole (on compute capability 7.0 and later exited threads hold no barrier).
+static int g_expected;
 static unsigned g_round;
 static int g_round_line;  // line of the __syncthreads() the current round's threads reached
 int __gcemu_barrier_line;
@@ -238,91 +244,15 @@ __attribute__((noreturn)) static void leave_to_main(void) {
   abort();  // an abandoned fiber is never resumed
 }
 
-// ---------------------------------------------------------------- messages
-
-static void where(char* buf, size_t len) {
-  const Fiber* f = g_cur;
-  if (f)
-    snprintf(buf, len, "thread (%u,%u,%u) of block (%u,%u,%u)", f->tid.x, f->tid.y, f->tid.z,
-             blockIdx.x, blockIdx.y, blockIdx.z);
-  else
-    snprintf(buf, len, "block (%u,%u,%u)", blockIdx.x, blockIdx.y, blockIdx.z);
-}
-
-static void lane_list(unsigned mask, char* buf, size_t len) {
-  size_t used = 0;
-  buf[0] = 0;
-  for (int i = 0; i < 32 && used < len;) {
-    if (!((mask >> i) & 1u)) { i++; continue; }
-    int j = i;
-    while (j + 1 < 32 && ((mask >> (j + 1)) & 1u)) j++;
-    int w = j > i ? snprintf(buf + used, len - used, "%s%d-%d", used ? ", " : "", i, j)
-                  : snprintf(buf + used, len - used, "%s%d", used ? ", " : "", i);
-    if (w < 0) break;
-    used += (size_t)w;
-    i = j + 1;
-  }
-}
-
-__attribute__((noreturn)) static void report_deadlock(void) {
-  int nb = 0, nw = 0;
-  const Fiber* fw = NULL;
-  for (int i = 0; i < g_n; i++) {
-    if (g_fiber[i].state == WAIT_BLOCK) nb++;
-    if (g_fiber[i].state == WAIT_WARP) {
-      nw++;
-      if (!fw) fw = &g_fiber[i];
-    }
-  }
-  if (nw == 0) {
-    int returned = 0;
-    for (int i = 0; i < g_n; i++) returned += g_fiber[i].state == DONE && g_fiber[i].returned;
-    if (returned)
-      snprintf(g_message, sizeof g_message,
-               "kernel %s: %d threads of block (%u,%u,%u) wait at __syncthreads() on line %d "
-               "that %d threads never reached (they returned first); every thread of a block "
-               "must reach each __syncthreads(), so guard the work with an if instead of "
-               "returning early",
-               g_kernel, nb, blockIdx.x, blockIdx.y, blockIdx.z, g_round_line, g_done);
-    else
-      snprintf(g_message, sizeof g_message,
-               "kernel %s: __syncthreads() is reached by only some threads of block (%u,%u,%u) "
-               "(a barrier inside a branch or loop that differs per thread): %d threads wait at "
-               "the one on line %d while the other %d have finished the kernel; every thread "
-               "must reach the same barrier",
-               g_kernel, blockIdx.x, blockIdx.y, blockIdx.z, nb, g_round_line, g_done);
-  } else if (nb == 0) {
-    const unsigned wi = fw->rank >> 5;
-    const Fiber* base = &g_fiber[wi * 32];
-    unsigned group = 0;  // the lanes waiting in the same call as fw
-    for (unsigned m = g_warp[wi].waiting; m; m &= m - 1) {
-      const Fiber* g = &base[__builtin_ctz(m)];
-      if (g->wait_mask == fw->wait_mask && g->wait_kind == fw->wait_kind)
-        group |= 1u << __builtin_ctz(m);
-    }
-    char missing[160];
-    lane_list(fw->wait_mask & ~group & ~g_warp[wi].done, missing, sizeof missing);
-    snprintf(g_message, sizeof g_message,
-             "kernel %s: %d lanes of warp %u in block (%u,%u,%u) wait in %s for lanes %s, which "
-             "wait in another call or with another mask; every lane named in the mask that has "
-             "not returned must make the same call with the same mask",
-             g_kernel, __builtin_popcount(group), wi, blockIdx.x, blockIdx.y, blockIdx.z,
-             fw->what, missing);
-  } else {
-    snprintf(g_message, sizeof g_message,
-             "kernel %s: in block (%u,%u,%u), %d threads wait at __syncthreads() while %d wait in "
-             "%s: a barrier inside a branch that not all threads of the block take",
-             g_kernel, blockIdx.x, blockIdx.y, blockIdx.z, nb, nw, fw->what);
-  }
-  g_status = 1;
-  leave_to_main();
-}
+#include "runtime_messages.h"
 
 // ---------------------------------------------------------------- scheduling
 
 // Runs the next ready fiber after the current one in this block's order. Returns when the
 // current fiber is ready again (at once if it still is and no other fiber is).
-static void run_next(void) {
+// The scheduler's hot paths start on a 64-byte boundary, so that their speed does not depend
+// on how much code comes before them (as the kernels', see cuda_emu.h).
+__attribute__((aligned(64))) static void run_next(void) {
   Fiber* cur = g_cur;
   const int n = g_n;
   int q = cur->pos;
@@ -338,6 +268,7 @@ static void run_next(void) {
 }
 
 static void warp_lane_returned(Warp* w, Fiber* base, unsigned bit);
+static void release_barrier(void);
 
 extern "C" GCEMU_HIDDEN void gcemu_fiber_main(void) {
   g_entry(g_args);
@@ -348,13 +279,17 @@ extern "C" GCEMU_HIDDEN void gcemu_fiber_main(void) {
   w->done |= bit;
   if (w->waiting) warp_lane_returned(w, &g_fiber[f->rank & ~31u], bit);
   if (++g_done == g_n) leave_to_main();
+  if (w->done == w->exists) {
+    g_expected -= __builtin_popcount(w->exists);
+    if (g_arrived && g_arrived == g_expected) release_barrier();
+  }
   run_next();
   abort();  // a finished fiber is never resumed
 }
 
 // ---------------------------------------------------------------- barriers
 
-extern "C" int __gcemu_block_barrier(int pred) {
+extern "C" __attribute__((aligned(64))) int __gcemu_block_barrier(int pred) {
   // Results of __syncthreads_count/and/or alternate between two slots: a fast thread can
   // reach the next barrier before a slow one has read this one's result.
   const int s = (int)(g_round & 1u);
@@ -382,18 +317,23 @@ extern "C" int __gcemu_block_barrier(int pred) {
   g_bar_count[s] += pred;
   g_bar_and[s] &= pred;
   g_bar_or[s] |= pred;
-  if (++g_arrived == g_n) {  // the last one releases everybody and runs on
-    g_arrived = 0;
-    g_round++;
-    if (__gcemu_sync_hook) __gcemu_sync_hook(GCEMU_SYNC_BARRIER, (unsigned)g_n);
-    for (int i = 0; i < g_n; i++)
-      if (g_fiber[i].state == WAIT_BLOCK) g_fiber[i].state = READY;
+  if (++g_arrived == g_expected) {  // the last one releases everybody and runs on
+    release_barrier();
     return s;
   }
   f->state = WAIT_BLOCK;
   f->what = "__syncthreads()";
   run_next();
   return s;
+}
+
+// Every thread the barrier waits for has arrived: all go on.
+static void release_barrier(void) {
+  g_arrived = 0;
+  g_round++;
+  if (__gcemu_sync_hook) __gcemu_sync_hook(GCEMU_SYNC_BARRIER, (unsigned)g_n);
+  for (int i = 0; i < g_n; i++)
+    if (g_fiber[i].state == WAIT_BLOCK) g_fiber[i].state = READY;
 }
 
 extern "C" int __gcemu_barrier_result(int s, int kind) {
@@ -448,6 +388,9 @@ __attribute__((noinline)) static void collective_complete(const Warp* w, Fiber* 
 // Completes the warp function that `members` wait in (the running thread among them or
 // not): each exchange result comes from the values of exactly these lanes, taken now. A
 // lane that reads one outside them (returned, or not in the mask) gets no valid value.
+static void gather_complete(const Warp* w, Fiber* base, unsigned members, int kind);
+static Fiber* g_completer;  // the lane whose warp function call completed its group
+
 static void warp_complete(Warp* w, Fiber* base, unsigned members, int kind) {
   w->waiting &= ~members;
   if (kind == WARP_EXCHANGE) {
@@ -464,6 +407,8 @@ static void warp_complete(Warp* w, Fiber* base, unsigned members, int kind) {
       r->members = members;
       r->ballot = ballot;
     }
+  } else if (kind >= WARP_GATHER) {
+    gather_complete(w, base, members, kind);
   } else if (kind >= WARP_COLLECTIVE) {
     collective_complete(w, base, members, kind - WARP_COLLECTIVE);
   }
@@ -496,6 +441,7 @@ static void warp_call(unsigned mask, int kind, const char* what) {
   const unsigned m = (mask | bit) & w->exists;
   if (warp_group_here(w, base, m & ~w->done & ~bit, m, kind)) {
     warp_complete(w, base, m & ~w->done, kind);
+    g_completer = f;  // this lane completed it (a gather's work is its to do)
     return;
   }
   w->waiting |= bit;
@@ -554,6 +500,8 @@ extern "C" const GcemuWarpResult* __gcemu_collective(unsigned mask, uint64_t val
   return &f->result;
 }
 
+#include "runtime_places.h"
+
 extern "C" unsigned __gcemu_thread_rank(void) { return g_cur ? g_cur->rank : 0u; }
 
 extern "C" void __gcemu_return(void) {
@@ -583,245 +531,7 @@ extern "C" long long __gcemu_clock64(void) {
   return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-// ---------------------------------------------------------------- printf
-
-static char* g_out;
-static size_t g_out_len, g_out_cap;
-static int g_out_truncated;
-
-extern "C" int __gcemu_printf(const char* fmt, ...) {
-  char local[256];
-  va_list ap;
-  va_start(ap, fmt);
-  const int n = vsnprintf(local, sizeof local, fmt, ap);
-  va_end(ap);
-  if (n < 0) return n;
-  if (g_out_len + (size_t)n > OUT_LIMIT) {  // as on a GPU, a full printf buffer drops output
-    g_out_truncated = 1;
-    return n;
-  }
-  if (g_out_len + (size_t)n + 1 > g_out_cap) {
-    size_t cap = g_out_cap ? g_out_cap : 4096;
-    while (cap < g_out_len + (size_t)n + 1) cap *= 2;
-    char* grown = (char*)realloc(g_out, cap);
-    if (!grown) return -1;
-    g_out = grown;
-    g_out_cap = cap;
-  }
-  if ((size_t)n < sizeof local) {
-    memcpy(g_out + g_out_len, local, (size_t)n + 1);
-  } else {
-    va_start(ap, fmt);
-    vsnprintf(g_out + g_out_len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-  }
-  g_out_len += (size_t)n;
-  return n;
-}
-
-// Copies up to `cap` bytes of the collected printf output; returns its full length.
-GCEMU_EXPORT size_t gcemu_output(char* dst, size_t cap) {
-  if (dst && g_out_len) memcpy(dst, g_out, g_out_len < cap ? g_out_len : cap);
-  return g_out_len;
-}
-
-GCEMU_EXPORT int gcemu_output_clear(void) {
-  const int truncated = g_out_truncated;
-  g_out_len = 0;
-  g_out_truncated = 0;
-  return truncated;
-}
-
-// ---------------------------------------------------------------- faults
-
-static sigjmp_buf g_jmp;
-static volatile sig_atomic_t g_signal;
-static void* volatile g_fault_addr;
-static volatile int g_fault_code;
-static pthread_t g_thread;
-static const int k_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGINT};
-enum { NSIG_HANDLED = sizeof(k_signals) / sizeof(k_signals[0]), ALT_BYTES = 64 * 1024 };
-static struct sigaction g_old_action[NSIG_HANDLED];
-static stack_t g_old_alt;
-static char* g_alt_stack;
-
-// The last fault of a launch, for gcemu_fault.
-static volatile int g_fault_write;  // 0 unknown, 1 a read, 2 a write
-static uint3 g_fault_tid, g_fault_block;
-static volatile int g_fault_in_thread;
-// Watchdog (gcemu_set_timeout): it interrupts the launch with SIGINT and says so here.
-static double g_timeout_s;
-static volatile sig_atomic_t g_timed_out;
-
-static void on_signal(int sig, siginfo_t* info, void* context) {
-  (void)context;
-  if (!pthread_equal(pthread_self(), g_thread)) {
-    if (sig == SIGINT) {
-      pthread_kill(g_thread, SIGINT);  // an interrupt is for the launch
-      return;
-    }
-    // Another thread's fault is not ours: give it back to the previous handler.
-    for (int i = 0; i < NSIG_HANDLED; i++)
-      if (k_signals[i] == sig) sigaction(sig, &g_old_action[i], NULL);
-    return;
-  }
-  g_signal = sig;
-  g_fault_addr = info ? info->si_addr : NULL;
-  g_fault_code = info ? info->si_code : 0;
-  g_fault_write = 0;
-#if GCEMU_FAULT_KIND
-  if (context && sig == SIGSEGV)  // bit 1 of the page fault's error code: a write
-    g_fault_write = (((ucontext_t*)context)->uc_mcontext.gregs[REG_ERR] & 2) ? 2 : 1;
-#endif
-  siglongjmp(g_jmp, 1);
-}
-
-static void install_handlers(void) {
-  g_thread = pthread_self();
-  if (!g_alt_stack) {
-    void* m = mmap(NULL, ALT_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    g_alt_stack = m == MAP_FAILED ? NULL : (char*)m;
-  }
-  if (g_alt_stack) {
-    stack_t ss;
-    ss.ss_sp = g_alt_stack;
-    ss.ss_size = ALT_BYTES;
-    ss.ss_flags = 0;
-    sigaltstack(&ss, &g_old_alt);
-  }
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_sigaction = on_signal;
-  sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
-  sigemptyset(&sa.sa_mask);
-  for (int i = 0; i < NSIG_HANDLED; i++) sigaction(k_signals[i], &sa, &g_old_action[i]);
-}
-
-static void remove_handlers(void) {
-  for (int i = 0; i < NSIG_HANDLED; i++) sigaction(k_signals[i], &g_old_action[i], NULL);
-  if (g_alt_stack) sigaltstack(&g_old_alt, NULL);
-}
-
-static int fault_message(void) {
-  char at[96];
-  where(at, sizeof at);
-  g_fault_in_thread = g_cur != NULL;
-  if (g_cur) g_fault_tid = g_cur->tid;
-  g_fault_block = blockIdx;
-  const int sig = g_signal;
-  const char* addr = (const char*)g_fault_addr;
-  if (sig == SIGINT && g_timed_out) {
-    snprintf(g_message, sizeof g_message,
-             "kernel %s did not finish within %g s (an endless loop, e.g. a loop whose index "
-             "never advances, or a launch too large for the emulator: then pass a larger "
-             "timeout=)",
-             g_kernel, g_timeout_s);
-    return 2;
-  }
-  if (sig == SIGINT) {
-    snprintf(g_message, sizeof g_message, "kernel %s was interrupted", g_kernel);
-    return 3;
-  }
-  if ((sig == SIGSEGV || sig == SIGBUS) && g_stacks && addr >= g_stacks &&
-      addr < g_stacks + g_stride * (size_t)g_stack_count &&
-      (size_t)(addr - g_stacks) % g_stride < g_page) {
-    snprintf(g_message, sizeof g_message,
-             "kernel %s: %s overflowed its %zu KB stack (deep recursion or large local "
-             "arrays); set the environment variable GPUCOURSE_EMU_STACK_KB to give each "
-             "thread more",
-             g_kernel, at, g_stack_bytes / 1024);
-  } else if ((sig == SIGSEGV && g_fault_code == SI_KERNEL) ||
-             (sig == SIGBUS && g_fault_code == BUS_ADRALN)) {
-    // x86-64 raises a general protection fault, with no address, for a misaligned 16-byte
-    // (SSE) access and for a non-canonical address.
-    snprintf(g_message, sizeof g_message,
-             "kernel %s crashed: %s made a misaligned vector access (a float4 or double2 needs "
-             "a 16-byte aligned address) or used a pointer far outside memory",
-             g_kernel, at);
-  } else if (sig == SIGSEGV || sig == SIGBUS) {
-    snprintf(g_message, sizeof g_message,
-             "kernel %s crashed: %s accessed invalid memory at address %p (an index out of "
-             "bounds, or a pointer that does not point into an array passed to the kernel?)",
-             g_kernel, at, (void*)addr);
-  } else if (sig == SIGFPE) {
-    snprintf(g_message, sizeof g_message, "kernel %s: %s divided an integer by zero",
-             g_kernel, at);
-  } else {
-    snprintf(g_message, sizeof g_message,
-             "kernel %s: %s stopped at a trap or an illegal instruction", g_kernel, at);
-  }
-  return 2;
-}
-
-// ---------------------------------------------------------------- watchdog
-
-static pthread_mutex_t g_wd_mutex = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t g_wd_cond = PTHREAD_COND_INITIALIZER;
-static int g_wd_armed;  // a launch is running under the watchdog (guarded by g_wd_mutex)
-static pthread_t g_wd_thread;
-static struct timespec g_wd_deadline;  // CLOCK_REALTIME, as pthread_cond_timedwait wants
-static volatile int g_wd_started;      // a watchdog thread runs for this launch
-
-static void* watchdog(void*) {
-  pthread_mutex_lock(&g_wd_mutex);
-  while (g_wd_armed) {
-    if (pthread_cond_timedwait(&g_wd_cond, &g_wd_mutex, &g_wd_deadline) == ETIMEDOUT &&
-        g_wd_armed) {
-      // Only while the launch runs: it clears g_wd_armed under this mutex before it stops
-      // listening for SIGINT.
-      g_timed_out = 1;
-      pthread_kill(g_thread, SIGINT);
-      break;
-    }
-  }
-  pthread_mutex_unlock(&g_wd_mutex);
-  return NULL;
-}
-
-static int start_watchdog(void) {
-  g_timed_out = 0;
-  if (!(g_timeout_s > 0)) return 0;
-  clock_gettime(CLOCK_REALTIME, &g_wd_deadline);
-  const double whole = (double)(long long)g_timeout_s;
-  g_wd_deadline.tv_sec += (time_t)whole;
-  g_wd_deadline.tv_nsec += (long)((g_timeout_s - whole) * 1e9);
-  if (g_wd_deadline.tv_nsec >= 1000000000L) {
-    g_wd_deadline.tv_sec++;
-    g_wd_deadline.tv_nsec -= 1000000000L;
-  }
-  g_wd_armed = 1;
-  // SIGINT waits until the thread's id is stored (a jump out of pthread_create would lose
-  // it); the watchdog inherits the mask, so an interrupt from outside never lands there.
-  sigset_t block, old;
-  sigemptyset(&block);
-  sigaddset(&block, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &block, &old);
-  g_wd_started = pthread_create(&g_wd_thread, NULL, watchdog, NULL) == 0;
-  if (!g_wd_started) g_wd_armed = 0;  // no watchdog: the launch runs without a time limit
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  return g_wd_started;
-}
-
-// Stops the watchdog with SIGINT blocked, so that its signal cannot land later in Python;
-// one it sent in the meantime is taken off the queue here.
-static void stop_watchdog(void) {
-  sigset_t block, old;
-  sigemptyset(&block);
-  sigaddset(&block, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &block, &old);
-  pthread_mutex_lock(&g_wd_mutex);
-  g_wd_armed = 0;
-  pthread_cond_signal(&g_wd_cond);
-  pthread_mutex_unlock(&g_wd_mutex);
-  pthread_join(g_wd_thread, NULL);
-  g_wd_started = 0;
-  sigset_t pending;
-  if (sigpending(&pending) == 0 && sigismember(&pending, SIGINT)) {
-    int sig;
-    sigwait(&block, &sig);
-  }
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-}
+#include "runtime_signals.h"
 
 // ---------------------------------------------------------------- launch
 
@@ -870,7 +580,9 @@ static void run_block(int order, uint64_t* rng, unsigned dyn_shared) {
   }
   for (int w = 0; w < (n + 31) / 32; w++) g_warp[w].waiting = g_warp[w].done = 0;
   g_arrived = g_done = 0;
+  g_expected = n;
   g_round = 0;
+  place_block_start(dyn_shared);
   if (__gcemu_sync_hook) __gcemu_sync_hook(GCEMU_SYNC_BLOCK, (unsigned)n);
   enter_from_main(&g_fiber[g_order[0]]);
   g_cur = NULL;
@@ -969,7 +681,9 @@ GCEMU_EXPORT const char* gcemu_switch_kind(void) {
 
 GCEMU_EXPORT unsigned gcemu_dynamic_shared_limit(void) { return DYN_SHARED_BYTES; }
 
-GCEMU_EXPORT size_t gcemu_static_shared_bytes(void) {
+GCEMU_EXPORT size_t gcemu_static_shared_bytes(void) { return static_shared_bytes(); }
+
+static size_t static_shared_bytes(void) {
 #if defined(__ELF__)
   if (__start_gcshared && __stop_gcshared > __start_gcshared)
     return (size_t)(__stop_gcshared - __start_gcshared);
@@ -977,21 +691,3 @@ GCEMU_EXPORT size_t gcemu_static_shared_bytes(void) {
   return 0;
 }
 
-// Time limit of the launches that follow, in seconds (0: none). A launch that takes longer
-// stops with "did not finish within ... s".
-GCEMU_EXPORT void gcemu_set_timeout(double seconds) { g_timeout_s = seconds > 0 ? seconds : 0; }
-
-// The fault that ended the last launch: signal (0: none), address, 1 for a read or 2 for a
-// write (0: unknown), whether a thread ran, then its threadIdx and blockIdx.
-GCEMU_EXPORT void gcemu_fault(uint64_t* out) {
-  out[0] = (uint64_t)g_signal;
-  out[1] = (uint64_t)(uintptr_t)g_fault_addr;
-  out[2] = (uint64_t)g_fault_write;
-  out[3] = (uint64_t)g_fault_in_thread;
-  out[4] = g_fault_tid.x;
-  out[5] = g_fault_tid.y;
-  out[6] = g_fault_tid.z;
-  out[7] = g_fault_block.x;
-  out[8] = g_fault_block.y;
-  out[9] = g_fault_block.z;
-}

@@ -5,12 +5,14 @@ signatures found here, and the emulator build rewrites the few things g++ cannot
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import CompileError
+from . import preprocess
 
 # --------------------------------------------------------------------------- text
 
@@ -58,27 +60,38 @@ def line_of(code: str, pos: int) -> int:
 
 # C type -> (NumPy element dtype, lanes). Vector types (float4, ...) are passed as arrays
 # of their element type. `long` is 64-bit, as on Linux and in CUDA device code there.
+# bfloat16, which NumPy lacks, travels as its bits in uint16 (emulator.bfloat16 makes them).
 _SCALARS = {
     "float": "float32", "double": "float64",
     "int": "int32", "signed": "int32", "signed int": "int32", "int32_t": "int32",
-    "unsigned": "uint32", "unsigned int": "uint32", "uint32_t": "uint32",
+    "unsigned": "uint32", "unsigned int": "uint32", "uint32_t": "uint32", "uint": "uint32",
     "long": "int64", "long int": "int64", "long long": "int64", "long long int": "int64",
     "signed long long": "int64", "int64_t": "int64", "ptrdiff_t": "int64",
     "unsigned long": "uint64", "unsigned long int": "uint64", "unsigned long long": "uint64",
     "unsigned long long int": "uint64", "uint64_t": "uint64", "size_t": "uint64",
+    "ulong": "uint64",
     "short": "int16", "short int": "int16", "int16_t": "int16",
     "unsigned short": "uint16", "unsigned short int": "uint16", "uint16_t": "uint16",
+    "ushort": "uint16",
     "char": "int8", "signed char": "int8", "int8_t": "int8",
     "unsigned char": "uint8", "uint8_t": "uint8", "bool": "bool",
+    "__half": "float16", "half": "float16",
+    "__nv_bfloat16": "uint16", "nv_bfloat16": "uint16",
 }
+#: The 16-bit float types whose values travel as uint16 bits.
+BFLOAT16_TYPES = frozenset({"__nv_bfloat16", "nv_bfloat16", "__nv_bfloat162", "nv_bfloat162"})
 _VECTOR_ELEMENTS = {
     "char": "int8", "uchar": "uint8", "short": "int16", "ushort": "uint16", "int": "int32",
     "uint": "uint32", "long": "int64", "ulong": "uint64", "longlong": "int64",
     "ulonglong": "uint64", "float": "float32", "double": "float64",
 }
 _VECTORS = {f"{k}{n}": (v, n) for k, v in _VECTOR_ELEMENTS.items() for n in (1, 2, 3, 4)}
+_VECTORS.update({"__half2": ("float16", 2), "half2": ("float16", 2),
+                 "__nv_bfloat162": ("uint16", 2), "nv_bfloat162": ("uint16", 2)})
+#: sizeof of a vector type passed by value (as CUDA and the emulator's prelude lay them out).
+_VECTOR_SIZES = {name: np.dtype(elem).itemsize * lanes for name, (elem, lanes) in _VECTORS.items()}
 _QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict",
-               "__grid_constant__", "struct"}
+               "__grid_constant__", "struct", "class", "union", "__align__"}
 _TYPE_WORDS = {"int", "float", "double", "char", "short", "long", "unsigned", "signed", "bool",
                "void", "size_t"} | set(_VECTORS) | {k for k in _SCALARS if " " not in k}
 
@@ -90,12 +103,14 @@ class Param:
     index: int
     name: str
     decl: str               # the type as written, e.g. "const float*"
-    base: str               # "float", "float4", "void", ...
+    base: str               # "float", "float4", "void", ... (after typedefs and macros)
     pointer: bool
     const: bool             # a pointer to const data (an input)
-    dtype: np.dtype | None  # element or scalar dtype; None for void* or an unsupported type
+    dtype: np.dtype | None  # element or scalar dtype; None for void* or a struct
     lanes: int = 1          # 4 for float4*, ...
     problem: str = ""       # why it cannot be passed from Python, if it cannot
+    struct: bool = False    # a struct (or a vector type) passed by value: a structured scalar
+    size: int | None = None  # its bytes, where known from the source alone
 
     def __str__(self) -> str:
         return f"{self.decl} {self.name}"
@@ -103,7 +118,7 @@ class Param:
 
 @dataclass(frozen=True)
 class KernelSignature:
-    """An ``extern "C" __global__`` function: its name, parameters and source line."""
+    """An ``extern "C"`` ``__global__`` function: its name, parameters and source line."""
 
     name: str
     params: tuple[Param, ...]
@@ -113,21 +128,46 @@ class KernelSignature:
         return f"{self.name}({', '.join(map(str, self.params))})"
 
 
-def _parse_param(index: int, text: str) -> Param:
+def _resolve(words: list[str], stars: int, view) -> tuple[str, int]:
+    """The type that ``words`` name once macros and typedefs are followed, and its stars."""
+    seen = set()
+    base = " ".join(words)
+    while view is not None and base not in _SCALARS and base not in _VECTORS and base not in seen:
+        seen.add(base)
+        if base in view.macros and view.macros[base].params is None:
+            body = view.macros[base].body
+            stars += body.count("*")
+            base = " ".join(w for w in re.findall(r"[A-Za-z_]\w*", body) if w not in _QUALIFIERS)
+        elif base in view.aliases:
+            alias = view.aliases[base]
+            stars += alias.stars
+            base = " ".join(alias.words)
+        else:
+            break
+    return base, stars
+
+
+def _parse_param(index: int, text: str, view=None) -> Param:
     text = text.split("=", 1)[0].strip()  # a default value plays no part in a launch
+    text = re.sub(r"\b(?:__align__|alignas|__attribute__)\s*\((?:[^()]|\([^()]*\))*\)", " ", text)
     tokens = re.findall(r"[A-Za-z_]\w*|\*|&|\[|\]", text)
     stars = tokens.count("*") + (1 if "[" in tokens else 0)
     words = [t for t in tokens if re.match(r"[A-Za-z_]", t)]
     first_star = tokens.index("*") if "*" in tokens else len(tokens)
     const = stars > 0 and "const" in tokens[:first_star]
     plain = [w for w in words if w not in _QUALIFIERS]
-    if len(plain) >= 2 and plain[-1] not in _TYPE_WORDS:
+    known = set(_TYPE_WORDS)
+    if view is not None:
+        known |= set(view.aliases) | view.structs | {k for k, m in view.macros.items()
+                                                     if m.params is None}
+    if len(plain) >= 2 and plain[-1] not in known:
         name, type_words = plain[-1], plain[:-1]
     else:
         name, type_words = f"arg{index + 1}", plain
-    base = " ".join(type_words)
-    decl = ("const " if const else "") + base + ("*" * stars)
-    problem, dtype, lanes = "", None, 1
+    written = " ".join(type_words)
+    decl = ("const " if const else "") + written + ("*" * stars)
+    base, stars = _resolve(type_words, stars, view)
+    problem, dtype, lanes, struct, size = "", None, 1, False, None
     if "&" in tokens:
         problem = "a reference parameter cannot be passed from Python; use a pointer or a value"
     elif stars > 1:
@@ -137,14 +177,15 @@ def _parse_param(index: int, text: str) -> Param:
     elif base in _VECTORS:
         elem, lanes = _VECTORS[base]
         dtype = np.dtype(elem)
-        if not stars:
-            problem = (f"a {base} passed by value cannot be passed from Python; "
-                       f"pass a pointer ({base}*) or its {lanes} components")
+        if not stars:  # by value: a structured scalar, as CuPy passes CUDA's vector types
+            struct, size, dtype = True, _VECTOR_SIZES.get(base), None
     elif base == "void" and stars:
         dtype = None
+    elif view is not None and base in view.structs:
+        struct = not stars  # by value: a structured scalar; a pointer: any array, as void*
     else:
         problem = f"the type `{base}` cannot be passed from Python"
-    return Param(index, name, decl, base, stars == 1, const, dtype, lanes, problem)
+    return Param(index, name, decl, base, stars == 1, const, dtype, lanes, problem, struct, size)
 
 
 def _split_params(text: str) -> list[str]:
@@ -195,13 +236,47 @@ def _extern_c_blocks(code: str) -> list[tuple[int, int]]:
     return spans
 
 
-def find_kernels(code: str, filename: str = "kernel.cu") -> list[KernelSignature]:
-    """The ``__global__`` functions defined in ``code``, in source order.
+@dataclass(frozen=True)
+class SourceView:
+    """A CUDA C source as the compiler sees it, for checks: ``text`` without comments and
+    string contents, ``includes`` without comments (strings kept), both without the lines of
+    inactive ``#if`` branches (line numbers kept); its macros, type aliases and struct names."""
+
+    text: str
+    includes: str
+    macros: dict
+    aliases: dict
+    structs: frozenset
+
+
+def view(code: str, defines: dict | None = None, arch: int | None = None) -> SourceView:
+    """:class:`SourceView` of ``code`` built with ``defines`` for ``__CUDA_ARCH__`` ``arch``
+    (the emulator's by default)."""
+    key = tuple(sorted((str(k), _define_text(v)) for k, v in (defines or {}).items()))
+    return _view(code, key, arch or preprocess.EMULATOR_ARCH)
+
+
+@functools.lru_cache(maxsize=256)
+def _view(code: str, defines: tuple, arch: int) -> SourceView:
+    from .declarations import aliases_and_structs
+
+    includes = strip_comments(code)
+    seen = preprocess.preprocess(includes, dict(defines), preprocess.target_macros(arch))
+    text = seen.apply(strip_comments(code, blank_strings=True))
+    aliases, structs = aliases_and_structs(text)
+    return SourceView(text, seen.text, seen.macros, aliases, frozenset(structs))
+
+
+def find_kernels(code: str, filename: str = "kernel.cu", defines: dict | None = None,
+                 arch: int | None = None) -> list[KernelSignature]:
+    """The ``__global__`` functions defined in ``code`` (the lines a compiler sees with
+    ``defines``), in source order.
 
     Raises CompileError for a kernel that Python could not call by name: one that is not
     ``extern "C"`` (C++ mangles its name), a template, or one that does not return void.
     """
-    text = _blank_launch_bounds(strip_comments(code))
+    seen = view(code, defines, arch)
+    text = _blank_launch_bounds(seen.includes)
     blocks = _extern_c_blocks(text)
     found: dict[str, KernelSignature] = {}
     for m in re.finditer(r"\b__global__\b", text):
@@ -218,7 +293,9 @@ def find_kernels(code: str, filename: str = "kernel.cu") -> list[KernelSignature
         if re.search(r"\btemplate\b", prefix):
             raise CompileError(
                 f"{filename} line {line}: kernel {name} is a template; the course launches "
-                f"kernels by name, so write one extern \"C\" kernel per type (or use defines).")
+                f"kernels by name, so write its body as a template __device__ function and one "
+                f"extern \"C\" __global__ kernel per instantiation that calls it (e.g. "
+                f"{name}_16 calling {name}_body<16>(...)).")
         in_block = any(a <= m.start() < b for a, b in blocks)
         if not in_block and not re.search(r'\bextern\s+"C"', prefix):
             raise CompileError(
@@ -230,20 +307,22 @@ def find_kernels(code: str, filename: str = "kernel.cu") -> list[KernelSignature
         rest = text[i:].lstrip()
         if not rest.startswith("{"):
             continue  # a declaration; the definition comes elsewhere
-        params = tuple(_parse_param(k, p) for k, p in enumerate(_split_params(text[after.end():i - 1])))
+        params = tuple(_parse_param(k, p, seen)
+                       for k, p in enumerate(_split_params(text[after.end():i - 1])))
         found[name] = KernelSignature(name, params, line)
     return list(found.values())
 
 
 # --------------------------------------------------------------------------- emulator subset
 
-# (pattern, what it is, what to do instead). Checked on code without comments and strings.
+# (pattern, what it is, what to do instead). Checked on the code the compiler sees, without
+# comments and strings.
 _UNSUPPORTED = [
-    (r"#\s*include\s*[<\"]\s*(cooperative_groups[^>\"]*|mma\.h|cuda_fp16\.h|cuda_bf16\.h"
-     r"|cuda_fp8\.h|cuda_pipeline[^>\"]*|curand[^>\"]*|cub/[^>\"]*|thrust/[^>\"]*|cuda/[^>\"]*)",
-     "the header <{0}>", "the emulator covers the course's subset of CUDA C"),
-    (r"\bcooperative_groups\b|\bcg::", "cooperative groups",
-     "use __syncthreads() and the __*_sync warp functions"),
+    (r"#\s*include\s*[<\"]\s*(cuda_fp8\.h|cuda_fp6\.h|cuda_fp4\.h|cuda_pipeline[^>\"]*"
+     r"|cooperative_groups/(?!reduce\.h|scan\.h)[^>\"]*|curand[^>\"]*|cub/[^>\"]*|thrust/[^>\"]*"
+     r"|cuda/[^>\"]*|cuda_awbarrier[^>\"]*|cublas[^>\"]*|cudnn[^>\"]*|cusparse[^>\"]*)",
+     "the header <{0}>", "the emulator covers CUDA C with cooperative groups, 16-bit floats and "
+     "WMMA, not CUDA's libraries"),
     (r"<<<", "launching a kernel from a kernel (dynamic parallelism)",
      "launch kernels from Python"),
     (r"\basm\s*(?:volatile\s*)?\(|\b__asm__\b|\b__asm\b", "inline PTX assembly (asm)",
@@ -251,20 +330,27 @@ _UNSUPPORTED = [
     (r"\b(tex1D|tex2D|tex3D|tex1Dfetch|tex2DLayered|texture|surf1Dread|surf1Dwrite|surf2Dread"
      r"|surf2Dwrite|cudaTextureObject_t|cudaSurfaceObject_t)\b",
      "texture and surface memory ({0})", "read the array through a pointer (or __ldg)"),
-    (r"\bwmma\b|\bnvcuda\b", "tensor-core matrix operations (wmma)",
-     "use plain float arithmetic on the emulator"),
     (r"\b(__shfl|__shfl_up|__shfl_down|__shfl_xor|__ballot|__any|__all)\s*\(",
      "the pre-CUDA-9 warp function {0}()",
      "use its _sync form, e.g. __shfl_down_sync(0xffffffff, v, offset)"),
-    (r"\b(__half2?|__nv_bfloat162?|__float2half\w*|__half2float|__float2bfloat16\w*)\b",
-     "16-bit floating-point types ({0})", "use float on the emulator"),
+    (r"\b(coalesced_threads|coalesced_group|labeled_partition|binary_partition)\b",
+     "the cooperative group {0}, whose lanes are those that happen to run together",
+     "use tiled_partition<32>(this_thread_block()), or a __*_sync function with an explicit mask"),
+    (r"\b(this_cluster|cluster_group|this_multi_grid|multi_grid_group)\b",
+     "thread block clusters and multi-GPU groups ({0})",
+     "the emulator runs one block at a time: share data between blocks through global memory "
+     "and a second launch"),
+    (r"\b(__nv_fp8\w*|__nv_fp6\w*|__nv_fp4\w*)\b", "8-bit and smaller floating-point types ({0})",
+     "use __half or __nv_bfloat16"),
+    (r"\b(__pipeline_memcpy_async|__pipeline_commit|__pipeline_wait_prior|memcpy_async)\b",
+     "asynchronous copies ({0})", "copy with plain loads and stores, then __syncthreads()"),
     (r"\b__activemask\s*\(", "__activemask()",
      "the emulator does not track which lanes run together; compute the mask, e.g. "
      "__ballot_sync(0xffffffff, condition) before the branch"),
     (r"\b__managed__\b", "managed memory (__managed__)", "pass arrays as kernel arguments"),
     (r"\bcuda[A-Z]\w*\s*\(", "the host-side CUDA runtime call {0}",
      "a kernel file holds device code only; allocate and copy arrays from Python "
-     "(gc.device.asarray)"),
+     "(gc.device.asarray), and set __constant__ memory with module.get_global(name)"),
     (r"\bcuda::", "the CUDA C++ standard library (cuda::)", "use the plain CUDA C built-ins"),
     (r"(?<![\w.])clock\s*\(\s*\)", "clock()", "use clock64()"),
 ]
@@ -278,26 +364,20 @@ _INVALID = [
 ]
 
 
-def check_supported(code: str, filename: str = "kernel.cu") -> None:
+def check_supported(code: str, filename: str = "kernel.cu", defines: dict | None = None) -> None:
     """Raise CompileError naming the first construct of ``code`` the emulator does not run,
-    or that CUDA rejects although the host compiler would take it."""
-    text = strip_comments(code, blank_strings=True)
+    or that CUDA rejects although the host compiler would take it; only the lines that the
+    compiler sees with ``defines`` count (not those of an inactive ``#if`` branch)."""
+    seen = view(code, defines)
+    text = seen.text
     for pattern, message in _INVALID:
         m = re.search(pattern, text)
         if m:
             raise CompileError(f"{filename} line {line_of(text, m.start())}: {message}.")
-    shared_in_template = _shared_in_template(text)
-    if shared_in_template is not None:
-        raise CompileError(
-            f"{filename} line {line_of(text, shared_in_template)}: the CPU emulator does not "
-            "support a __shared__ array inside a function template (the host compiler places "
-            "it outside shared memory); declare it in the kernel and pass a pointer, or make "
-            "the function a plain __device__ function.")
     # #include lines keep their header names: blank_strings emptied "..." includes.
-    includes = strip_comments(code)
     hits = []
     for pattern, what, instead in _UNSUPPORTED:
-        src = includes if pattern.startswith("#") else text
+        src = seen.includes if pattern.startswith("#") else text
         m = re.search(pattern, src)
         if m:
             hits.append((m.start(), src, m, what, instead))
@@ -308,32 +388,6 @@ def check_supported(code: str, filename: str = "kernel.cu") -> None:
         raise CompileError(
             f"{filename} line {line_of(src, pos)}: the CPU emulator does not support "
             f"{what.format(name)}; {instead}.")
-
-
-def _shared_in_template(text: str) -> int | None:
-    """Offset of the first __shared__ inside the body of a function template, or None."""
-    for m in re.finditer(r"\btemplate\s*<", text):
-        i = _past_close(text, m.end(), "<>")  # the template's parameter list
-        body = text.find("{", i)
-        stop = text.find(";", i)
-        if body < 0 or (0 <= stop < body and "(" not in text[i:stop]):
-            continue  # a declaration without a body
-        j = _past_close(text, body + 1, "{}")
-        hit = re.search(r"\b__shared__\b", text[body:j])
-        if hit:
-            return body + hit.start()
-    return None
-
-
-_DROPPED_INCLUDES = re.compile(
-    r"^[ \t]*#[ \t]*include[ \t]*[<\"](assert\.h|cassert|cuda_runtime\.h|cuda_runtime_api\.h"
-    r"|cuda\.h|device_launch_parameters\.h|device_functions\.h|math_constants\.h"
-    r"|vector_types\.h|sm_\d+_intrinsics\.h)[>\"][^\n]*$", re.M)
-_EXTERN_SHARED = re.compile(r"\bextern\s+__shared__\s+([^;]*?)\s*;")
-# `__shared__ T name[d1][d2];` (static: `extern` is handled above), without commas (they
-# would split the macro's arguments) or an initializer (refused by check_supported).
-_STATIC_SHARED_ARRAY = re.compile(
-    r"(?<!extern )\b__shared__\s+([A-Za-z_][\w\s()]*?)\s+([A-Za-z_]\w*)\s*((?:\[[^\];,]+\]\s*)+);")
 
 
 def constant_names(code: str) -> list[str]:
@@ -351,92 +405,15 @@ def constant_names(code: str) -> list[str]:
     return names
 
 
-def _initialize_constants(code: str) -> str:
-    # The prelude makes __constant__ `const`, which C++ wants initialized: CUDA zeroes it.
-    text = strip_comments(code, blank_strings=True)
-    ends = []  # where each declarator without an initializer ends
-    for m in re.finditer(r"\b__constant__\b[^;{}#]*;", text):
-        depth, start = 0, m.start()
-        for i in range(m.start(), m.end()):
-            depth += {"(": 1, "[": 1, ")": -1, "]": -1}.get(text[i], 0)
-            if depth == 0 and text[i] in ",;":
-                if "=" not in text[start:i]:
-                    ends.append(len(text[:i].rstrip()))
-                start = i + 1
-    for end in reversed(ends):
-        code = code[:end] + " = {}" + code[end:]
-    return code
-
-
-def _kernel_bodies(text: str) -> list[tuple[int, int]]:
-    """(start, end) of the body of each ``__global__`` function defined in ``text``."""
-    text = _blank_launch_bounds(text)
-    spans = []
-    for m in re.finditer(r"\b__global__\b", text):
-        bol = text.rfind("\n", 0, m.start()) + 1
-        if text[bol:m.start()].lstrip().startswith("#"):
-            continue
-        i = text.find("(", m.end())
-        if i < 0:
-            break
-        i = _past_close(text, i + 1)
-        while i < len(text) and text[i].isspace():
-            i += 1
-        if i < len(text) and text[i] == "{":
-            spans.append((i, _past_close(text, i + 1, "{}")))
-    return spans
-
-
-def _mark_returns(code: str) -> str:
-    # A kernel's `return;` tells the runtime first, which then blames an early return, not
-    # a branch, for a barrier that threads never reached.
-    text = strip_comments(code, blank_strings=True)
-    hits = sorted(a + m.start() for a, b in _kernel_bodies(text)
-                  for m in re.finditer(r"\breturn(?=\s*;)", text[a:b]))
-    for pos in reversed(hits):
-        code = code[:pos] + "return __gcemu_return()" + code[pos + len("return"):]
-    return code
-
-
-def _keep_static_shared(code: str) -> str:
-    # The host compiler drops a static __shared__ variable that it can prove unused (or only
-    # written); marked `used` it stays in the library, so that the 48 KB check counts every
-    # array the source declares, not only those the optimizer kept.
-    text = strip_comments(code, blank_strings=True)
-    hits = []
-    for m in re.finditer(r"\b(?:__shared__|GCEMU_SHARED_ARRAY)\b", text):
-        line = text[text.rfind("\n", 0, m.start()) + 1:m.start()].lstrip()
-        if line.startswith("#") and not re.match(r"#\s*define\b", line):
-            continue  # #ifdef __shared__ and the like
-        if not re.search(r"\bextern\s+$", text[max(0, m.start() - 40):m.start()]):
-            hits.append(m.start())
-    for pos in reversed(hits):
-        code = code[:pos] + "__attribute__((used)) " + code[pos:]
-    return code
-
-
-def rewrite_for_emulator(code: str) -> str:
-    """Make ``code`` compile on the host without changing its line numbers.
-
-    - ``extern __shared__ T name[];`` names the runtime's dynamic shared buffer;
-    - ``__shared__ T name[N];`` becomes ``GCEMU_SHARED_ARRAY(T, name, [N]);`` (the race
-      detector's build puts guard bytes after it); every static ``__shared__`` variable is
-      marked ``used``, so that the compiler keeps it even where it is never read;
-    - a ``__constant__`` variable without an initializer gets ``= {}`` (the prelude makes
-      it ``const``, so that device code cannot write it);
-    - a kernel's ``return;`` becomes ``return __gcemu_return();``, which tells the runtime;
-    - includes of CUDA's own headers are dropped (the prelude defines what they declare),
-      and so is <assert.h>, which would replace the kernel-safe ``assert`` of the prelude.
-    """
-    code = _mark_returns(_initialize_constants(code))
-    code = _DROPPED_INCLUDES.sub("", code)
-    code = re.sub(r"\bstatic(\s+)__shared__\b", r"\1__shared__", code)  # the macro adds static
-    code = _STATIC_SHARED_ARRAY.sub(
-        lambda m: f"GCEMU_SHARED_ARRAY({m.group(1)}, {m.group(2)}, {m.group(3).strip()});", code)
-    code = _EXTERN_SHARED.sub(
-        lambda m: ("extern __attribute__((visibility(\"hidden\"))) " + m.group(1)
-                   + " __asm__(\"__gcemu_dynamic_shared_buf\");"), code)
-    return _keep_static_shared(code)
+def _define_text(value) -> str:
+    """The text a define's value stands for (as :func:`define_lines` writes it)."""
+    if isinstance(value, bool):
+        return str(int(value))
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        return repr(float(value))
+    return str(value)
 
 
 def define_lines(defines: dict | None) -> list[str]:

@@ -1,4 +1,4 @@
-"""One module per chapter (``ch0`` … ``ch6``): functions that run an experiment and return
+"""One module per chapter (``ch0`` … ``ch6``; ``ch7`` is a package, one module per section): functions that run an experiment and return
 tidy results. Notebooks, the headless runner and the tests call them."""
 
 CHAPTERS = {
@@ -9,4 +9,5 @@ CHAPTERS = {
     4: "threads_and_scheduling",
     5: "accelerated_libraries",
     6: "mixed_precision_and_quantization",
+    7: "transformer_end_to_end",
 }

@@ -21,6 +21,12 @@ as 64 bits and silently misread). A kernel call also takes ``race_check=True``,
 for what they do and for the defaults (a learner's ``from_source`` code gets a 10 s limit,
 the course's own kernels none). On the emulator an index out of bounds raises
 ``emulator.OutOfBounds``, naming the line.
+
+``mod.get_global(name)`` reaches a ``__constant__`` or ``__device__`` variable as CuPy's
+``RawModule.get_global`` does (a NumPy view on the emulator, a CuPy array on a GPU) and
+``mod.set_global(name, values)`` sets it on either; a struct passed by value is a NumPy
+structured scalar, whose pointer fields take ``pointer(array)``. docs/emulator.md lists the
+CUDA C the emulator runs.
 """
 from __future__ import annotations
 
@@ -44,7 +50,7 @@ from ..paths import KERNEL_DIR
 __all__ = ["load", "from_source", "available", "KernelModule", "Kernel", "Limits",
            "UnknownKernelError", "KernelFileNotFoundError", "EMULATOR_LIMITS", "KERNEL_DIR",
            "Source", "source_of", "BLOCK_SIZES", "ceil_div", "check_launch", "check_args",
-           "format_dims"]
+           "format_dims", "pointer"]
 
 #: The block sizes the course's block-size sweeps and sliders offer: multiples of 32 and a
 #: few that are not (48, 100, 200), whose last warp runs with idle lanes.
@@ -64,6 +70,17 @@ def available() -> list[str]:
     return sorted(p.stem for p in KERNEL_DIR.glob("*.cu"))
 
 
+def pointer(array) -> int:
+    """The device address of ``array`` (a NumPy array on the emulator, a CuPy array on a
+    GPU), for a pointer field of a struct passed by value."""
+    if _is_cupy(array):
+        return int(array.data.ptr)
+    if isinstance(array, np.ndarray):
+        return int(array.ctypes.data)
+    raise InputError(f"pointer() takes an array (NumPy on the emulator, CuPy on a GPU), not "
+                     f"{_what(array)}.")
+
+
 # --------------------------------------------------------------------------- backends
 
 def _active_backend() -> str:
@@ -79,6 +96,7 @@ class _Emulated:
                                      defines=module.defines)
         self.static_shared = {s.name: self.library.kernel_static_shared(s.name)
                               for s in module.signatures}
+        self.sizes = {s.name: self.library.param_sizes(s.name) for s in module.signatures}
         for name, size in self.static_shared.items():
             # Arrays count used or not (a compiler may drop an unused one), so the message
             # states the limit, not what a compiler would do.
@@ -135,6 +153,7 @@ class _Cupy:
         self.cupy = cupy
         code = "\n".join([*define_lines(module.defines),
                           f'#line 1 "{c_string(module.filename)}"', module.source])
+        self.module = module
         self.raw = cupy.RawModule(code=code, options=("-std=c++17",))
         try:
             self.functions = {n: self.raw.get_function(n) for n in module.names}
@@ -159,6 +178,21 @@ class _Cupy:
                       max_block=lim.max_block, max_grid=lim.max_grid,
                       max_dynamic_shared=lim.max_dynamic_shared - f.shared_size_bytes,
                       where=f"for {name} on this GPU")
+
+    def get_global(self, name: str):
+        """A CuPy array over a global variable: typed and shaped as declared where the
+        declaration says so in numbers, else its bytes."""
+        from ..emulator.globals import declared
+
+        ptr = self.raw.get_global(name)
+        m = self.module
+        found = declared(m.source, name, m.defines, m.arch)
+        size = getattr(getattr(ptr, "mem", None), "size", None)
+        if found is not None:
+            dtype, shape = found
+            if size is None or int(np.prod(shape)) * dtype.itemsize <= size:
+                return self.cupy.ndarray(shape, dtype, memptr=ptr)
+        return self.cupy.ndarray((int(size or 0),), np.uint8, memptr=ptr)
 
     def launch(self, name, grid, block, args, shared_mem, stream=None, timeout=None) -> None:
         f = self.functions[name]
@@ -198,7 +232,8 @@ class Kernel:
     def _validate(self, grid, block, args, shared_mem):
         limits = self.module._impl.limits(self.name)
         checked = check_launch(self.name, grid, block, shared_mem, limits)
-        check_args(self.name, self.params, args, self.backend)
+        sizes = self.module._emulated.sizes[self.name] if self.module._emulated else None
+        check_args(self.name, self.params, args, self.backend, sizes)
         return checked
 
     def _emulator_library(self):
@@ -239,7 +274,8 @@ class KernelModule:
         self.source, self.filename, self.backend = source, filename, backend
         self.course = course  # one of the course's own files (load), not from_source code
         self.defines = dict(defines or {})
-        self.signatures = find_kernels(source, filename)
+        self.arch = _arch(backend)
+        self.signatures = find_kernels(source, filename, self.defines, self.arch)
         if not self.signatures:
             raise CompileError(f"{filename} defines no kernel: write "
                                f"`extern \"C\" __global__ void name(...) {{ ... }}`.")
@@ -262,6 +298,46 @@ class KernelModule:
         if self._emulated is None:
             self._emulated = _Emulated(self)
         return self._emulated.library
+
+    def get_global(self, name: str):
+        """A ``__constant__`` or ``__device__`` variable of this source, as CuPy's
+        ``RawModule.get_global`` reaches it: on the emulator a NumPy array over the variable
+        (typed and shaped as declared), on a GPU a CuPy array over CuPy's device pointer.
+        Writing it sets the variable for the launches that follow::
+
+            g = mod.get_global("c_filter")   # __constant__ float c_filter[9];
+            g[...] = weights                 # on the emulator (NumPy)
+            g.set(weights)                   # on a GPU (CuPy copies no NumPy array implicitly)
+
+        :meth:`set_global` does either.
+        """
+        from ..emulator.globals import array, declared_names
+
+        if not isinstance(name, str):
+            raise InputError(f"get_global takes a variable's name as a string, not {_what(name)}.")
+        known = declared_names(self.source, self.defines, self.arch)
+        if name not in known:
+            from ..emulator.globals import _missing
+
+            raise InputError(_missing(name, self.filename, known))
+        if self.backend == "cpu":
+            return array(self._emulator_library(), name, self.filename, known)
+        return self._impl.get_global(name)
+
+    def set_global(self, name: str, values) -> None:
+        """Set variable ``name`` (see :meth:`get_global`) to ``values``, an array of its
+        shape (or a number, for every element), on either backend."""
+        target = self.get_global(name)
+        host = np.asarray(values)
+        if host.dtype.kind == "O" or (host.shape != () and host.shape != target.shape):
+            raise InputError(f"{name} holds {target.shape or 'one value'} of {target.dtype}, so "
+                             f"set it from an array of that shape, not {_what(values)} "
+                             f"of shape {host.shape}.")
+        host = np.broadcast_to(host, target.shape).astype(target.dtype, copy=False)
+        if isinstance(target, np.ndarray):
+            target[...] = host
+        else:
+            target.set(np.array(host, order="C"))  # (ascontiguousarray makes a 0-d array 1-d)
 
     def emulator_limits(self, name: str) -> Limits:
         """The emulator's launch limits of kernel ``name`` (its static shared memory counted)."""
@@ -289,6 +365,18 @@ class KernelModule:
     def __repr__(self) -> str:
         where = "CPU emulator" if self.backend == "cpu" else "GPU"
         return f"<kernels of {self.filename} on the {where}: {', '.join(self._kernels)}>"
+
+
+def _arch(backend: str) -> int | None:
+    """``__CUDA_ARCH__`` of the device that compiles for ``backend`` (None: the emulator's)."""
+    if backend != "cuda":
+        return None
+    try:
+        import cupy
+
+        return int(cupy.cuda.Device().compute_capability) * 10
+    except Exception:  # no CuPy or no device: the launch reports it
+        return None
 
 
 _lock = threading.Lock()

@@ -11,7 +11,7 @@ import time
 
 from ... import check, device
 from ...precision import MATMUL
-from . import conv, cpu_matmul, kernel_fusion, sgemm, sparse, tensor_cores
+from . import conv, cpu_matmul, kernel_fusion, sgemm, sparse, tensor_cores, wmma
 from .common import torch_on_gpu
 
 
@@ -55,7 +55,7 @@ def gpu_check() -> dict:
 
     Best hand-written SGEMM as % of cuBLAS FP32 at 4096³ (>= 50 %, stretch 75 %); fused vs
     unfused elementwise chain (>= 2x); the measured sparse crossover density; matmul TFLOP/s
-    per precision.
+    per precision; the WMMA kernels beside them (``wmma``).
     """
     device.require_cuda("chapter 5's GPU check", needs="cupy")
     t0 = time.perf_counter()
@@ -65,6 +65,7 @@ def gpu_check() -> dict:
         "measured, and the fusion's torch rows ran on the CPU (only its CuPy rows are this GPU's)"]
     sgemm.check_matmul(backend="cuda")
     sg = sgemm.sgemm_ladder(n=4096, tune=True, min_time_s=0.1)
+    tc = wmma.tensor_core_ladder(min_time_s=0.1, sgemm=sg)  # WMMA beside it, at the ladder's n
     fu = kernel_fusion.fusion(min_time_s=0.1, use_compile=torch_gpu)
     # Without torch on the GPU these would time the CPU and be saved as this GPU's figures.
     sp = sparse.sparse_sweep(min_time_s=0.03) if torch_gpu else None
@@ -101,6 +102,7 @@ def gpu_check() -> dict:
                    "cupy_speedup": cupy_speedup, "compile_s": fu["compile_s"],
                    "compile_error": fu["compile_error"]},
         "notes": notes,
+        "tensor_cores": wmma.gpu_record(tc),
     }
     if sp is not None:
         keys = ("n", "k", "densities", "sparse_s", "dense_s", "crossover", "nnz", "library")
