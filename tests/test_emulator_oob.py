@@ -295,7 +295,7 @@ def test_from_source_wants_a_string(code, shown):
 
 def test_load_wants_a_file_name():
     with pytest.raises(InputError, match=r"^a kernel file is named by a string such as "
-                                         r"\"transpose\", not None; the course has: copy, "):
+                                         r"\"transpose\", not None; the course has: .*\bcopy, "):
         gk.load(None)
     assert issubclass(InputError, CourseError)
 

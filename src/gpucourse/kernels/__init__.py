@@ -41,7 +41,7 @@ from .. import device
 from ..emulator import build_library, checks, racecheck
 from ..emulator.build import SHARED_MEM_LIMIT, source_line
 from ..emulator.isolate import run_isolated, safe_timeout
-from ..emulator.launch import (EMULATOR_LIMITS, Limits, _what, ceil_div, check_args,
+from ..emulator.launch import (EMULATOR_LIMITS, Limits, _is_cupy, _what, ceil_div, check_args,
                                check_launch, format_dims)
 from ..emulator.source import KernelSignature, c_string, define_lines, defines_key, find_kernels
 from ..errors import CompileError, CourseError, DeviceError, InputError, LaunchError

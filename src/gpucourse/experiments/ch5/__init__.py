@@ -26,12 +26,12 @@ from .sgemm import check_matmul, kernel_source, reuse_model, sgemm_ladder, sgemm
 from .sparse import crossover_text, sparse_point, sparse_sweep
 from .tensor_cores import (peak_table, precision_availability, precision_model, precision_point,
                            precision_sweep, precision_table)
-from .wmma import check_wmma, tensor_core_ladder, tensor_core_summary
+from .wmma import tensor_core_ladder, tensor_core_summary
 
 __all__ = ["PRECISIONS", "check_matmul", "conv_ladder", "cpu_ladder", "crossover_text",
            "cudnn_benchmark_mode", "cudnn_table", "fusion", "fusion_table", "gpu_check",
            "kernel_source", "library_table", "matmul_size_point", "peak_table",
            "precision_availability", "precision_model", "precision_point", "precision_sweep",
-           "precision_table", "reference_for", "check_wmma", "tensor_core_ladder",
+           "precision_table", "reference_for", "tensor_core_ladder",
            "tensor_core_summary", "reuse_model", "run_all", "sgemm_ladder",
            "sgemm_summary", "sparse_point", "sparse_sweep", "target_gpu"]
