@@ -21,30 +21,31 @@ makes that 1 - 7e-4 for each comparison, and the norm of a gradient averages man
 """
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
 
-from .lab import Exercise, answer_error, callable_answer, number_answer, text_answer
+from ..errors import PrecisionError
+from ..precision import UNIT_ROUNDOFF
+from .lab import Exercise, answer_error, callable_answer, number_answer, text_answer, whole_answer
 
-#: Unit roundoff (half the gap after 1.0) of each compute precision: 2^-(significant bits).
-UNIT_ROUNDOFF = {"fp32": 2.0 ** -24, "bf16": 2.0 ** -8, "fp16": 2.0 ** -11}
+#: The precisions a training step computes in (their unit roundoff: precision.UNIT_ROUNDOFF).
+COMPUTE_PRECISIONS = ("fp32", "bf16", "fp16")
 #: How many standard deviations of the rounding-error sum the bound allows.
 LAMBDA = 4.0
 
 
 def _torch():
-    import torch
+    import torch  # heavy: the lab's first checks and this module's import run without it
 
     return torch
 
 
 def unit_roundoff(precision: str) -> float:
-    if precision not in UNIT_ROUNDOFF:
-        from ..errors import PrecisionError
-
+    if precision not in COMPUTE_PRECISIONS:
         raise PrecisionError(f"precision {precision!r} is not one of "
-                             f"{', '.join(map(repr, UNIT_ROUNDOFF))}: pick one of them.")
+                             f"{', '.join(map(repr, COMPUTE_PRECISIONS))}: pick one of them.")
     return UNIT_ROUNDOFF[precision]
 
 
@@ -272,7 +273,8 @@ def check_tolerance(fn, number: str = "7.2", title: str = "a tolerance from unit
                                      "probabilistic bound grows as sqrt(n)",
                      math.sqrt(n) * u: f"lambda is missing: multiply by LAMBDA = {LAMBDA:g}",
                      n * u: "that is n u: use LAMBDA sqrt(n) u"}
-            for p2, u2 in UNIT_ROUNDOFF.items():
+            for p2 in COMPUTE_PRECISIONS:
+                u2 = UNIT_ROUNDOFF[p2]
                 if p2 != prec:
                     hints.setdefault(LAMBDA * math.sqrt(n) * u2,
                                      f"that is {p2}'s unit roundoff ({u2:.3g}); {prec} has "
@@ -344,8 +346,6 @@ def check_count_kernels(fn, number: str = "7.3", title: str = "kernels counted f
     with Exercise(number, title):
         callable_answer(fn, "count_kernels is", "def count_kernels(events): ...")
         for what, events in _synthetic_profiles():
-            from ..check import whole_answer
-
             got = whole_answer(fn(events), f"count_kernels({what}) returned", "kernels")
             want = reference_count(events)
             if got == want:
@@ -458,8 +458,6 @@ def logged_normalize(x, log: list):
 def check_no_graph_break(fn, number: str = "7.5", title: str = "a graph break removed") -> None:
     """``fn(x) -> (out, largest)``: logged_normalize's output, and the largest |centred value|
     kept as a tensor, traced by torch._dynamo.explain as one graph with no break."""
-    import logging
-
     torch = _torch()
     with Exercise(number, title):
         callable_answer(fn, "normalize is", "def normalize(x): ...")

@@ -29,6 +29,7 @@ import numpy as np
 
 from ..errors import CompileError, DeviceError, KernelError, LaunchError
 from .compile_errors import explain_compiler_errors, source_line  # noqa: F401 (source_line: kernels)
+from .rewrite import accessible_globals, rewrite_for_emulator
 from .source import KernelSignature, c_string, check_supported, define_lines, find_kernels
 
 HERE = Path(__file__).resolve().parent
@@ -338,8 +339,6 @@ def translation_unit(source: str, filename: str, defines: dict | None,
     (each kernel's, the sizes of its parameters, and the address and shape of each global
     variable that ``get_global`` can reach). ``guards``: bytes of guard around each
     ``__constant__`` variable (the race detector's build)."""
-    from .rewrite import accessible_globals, rewrite_for_emulator
-
     head = ['#include "cuda_emu.h"', *define_lines(defines), f'#line 1 "{c_string(filename)}"']
     tail = ['#line 1 "<gpucourse emulator entry points>"']
     for k in kernels:

@@ -37,7 +37,7 @@ from . import build, checks, instrument
 from .build import KernelError, Library, build_library
 from .declarations import file_globals
 from .globals import copy_values, declared_names, info
-from .source import defines_key, view
+from .source import _SCALARS, _VECTORS, defines_key, view
 
 HOOKS = instrument.HERE / "racecheck.cpp"
 # Kinds of access and spaces of memory, as racecheck.cpp numbers them.
@@ -439,8 +439,6 @@ def _detector_again(library, source, addr2line, defines, plain):
 def _element_bytes(source: str, array: str) -> int:
     """Bytes of one element of the __shared__ array ``array`` as the source declares it, or
     0 where its type is not one NumPy knows."""
-    from .source import _SCALARS, _VECTORS
-
     m = re.search(rf"__shared__\s+(?:__align__\s*\([^)]*\)\s*)?([A-Za-z_][\w\s]*?)\s+"
                   rf"{re.escape(array)}\s*[\[;]", source)
     if not m:

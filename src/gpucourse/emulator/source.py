@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import CompileError
 from . import preprocess
+from .declarations import aliases_and_structs
 
 # --------------------------------------------------------------------------- text
 
@@ -258,8 +259,6 @@ def view(code: str, defines: dict | None = None, arch: int | None = None) -> Sou
 
 @functools.lru_cache(maxsize=256)
 def _view(code: str, defines: tuple, arch: int) -> SourceView:
-    from .declarations import aliases_and_structs
-
     includes = strip_comments(code)
     seen = preprocess.preprocess(includes, dict(defines), preprocess.target_macros(arch))
     text = seen.apply(strip_comments(code, blank_strings=True))

@@ -18,7 +18,9 @@ import sys
 import threading
 
 from ..errors import CourseError
+from . import execute, gradebook
 from .sandbox import Cgroup, Limits, max_tasks, remove_stale
+from .submissions import LabError, find_labs, graded_notebook, read_submission
 
 __all__ = ["GradeError", "Limits", "grade", "add_arguments", "main"]
 
@@ -66,8 +68,6 @@ def resolve_lab(name: str, labs) -> str:
 
 def enforcement(limits: Limits, threads: int = 1) -> list[str]:
     """What the sandbox enforces on this machine, and what it does not, one sentence each."""
-    from .gradebook import _size
-
     user = getpass.getuser()
     lines = ["Each submission ran in its own kernel, in a temporary folder (HOME and TMPDIR "
              "too) deleted afterwards, with the grader's environment variables reduced to an "
@@ -75,8 +75,8 @@ def enforcement(limits: Limits, threads: int = 1) -> list[str]:
              f"Wall time: {limits.cell_seconds:g} s a cell (then interrupted) and "
              f"{limits.notebook_seconds:g} s a notebook (then stopped).",
              f"CPU time: {limits.cpu_seconds} s per process (RLIMIT_CPU).",
-             f"Memory: {_size(limits.memory_bytes)} of writable memory per process (RLIMIT_DATA)"
-             f"; files up to {_size(limits.file_bytes)} each (RLIMIT_FSIZE)."]
+             f"Memory: {gradebook._size(limits.memory_bytes)} of writable memory per process (RLIMIT_DATA)"
+             f"; files up to {gradebook._size(limits.file_bytes)} each (RLIMIT_FSIZE)."]
     cgroup, why = (Cgroup.create(f"gpucourse-grade-{os.getpid()}-probe", 1)
                    if limits.use_cgroup else (None, "turned off"))
     if cgroup:
@@ -98,9 +98,6 @@ def grade(paths, out, lab: str | None = None, solutions="solutions",
           limits: Limits = Limits(), jobs: int | None = None, progress=print) -> dict:
     """Grade the notebooks in ``paths`` against the labs of ``solutions``; write the gradebook
     into ``out`` and return it (the JSON's content)."""
-    from . import execute, gradebook
-    from .submissions import LabError, find_labs, graded_notebook, read_submission
-
     try:
         import nbclient  # noqa: F401
     except ImportError:
@@ -141,10 +138,8 @@ def grade(paths, out, lab: str | None = None, solutions="solutions",
         s = subs[k]
         run = roles = None
         if not s.problem:
-            from .execute import run_notebook
-
             nb, roles = graded_notebook(s)
-            run = run_notebook(nb, limits, threads=threads)
+            run = execute.run_notebook(nb, limits, threads=threads)
         rows = gradebook.exercise_rows(s, run, roles, limits)
         with lock:
             results[k] = (run, rows)

@@ -40,6 +40,7 @@ import numpy as np
 from .. import device
 from ..emulator import build_library, checks, racecheck
 from ..emulator.build import SHARED_MEM_LIMIT, source_line
+from ..emulator.globals import _missing as _missing_global, array as global_array, declared, declared_names
 from ..emulator.isolate import run_isolated, safe_timeout
 from ..emulator.launch import (EMULATOR_LIMITS, Limits, _is_cupy, _what, ceil_div, check_args,
                                check_launch, format_dims)
@@ -182,8 +183,6 @@ class _Cupy:
     def get_global(self, name: str):
         """A CuPy array over a global variable: typed and shaped as declared where the
         declaration says so in numbers, else its bytes."""
-        from ..emulator.globals import declared
-
         ptr = self.raw.get_global(name)
         m = self.module
         found = declared(m.source, name, m.defines, m.arch)
@@ -311,17 +310,13 @@ class KernelModule:
 
         :meth:`set_global` does either.
         """
-        from ..emulator.globals import array, declared_names
-
         if not isinstance(name, str):
             raise InputError(f"get_global takes a variable's name as a string, not {_what(name)}.")
         known = declared_names(self.source, self.defines, self.arch)
         if name not in known:
-            from ..emulator.globals import _missing
-
-            raise InputError(_missing(name, self.filename, known))
+            raise InputError(_missing_global(name, self.filename, known))
         if self.backend == "cpu":
-            return array(self._emulator_library(), name, self.filename, known)
+            return global_array(self._emulator_library(), name, self.filename, known)
         return self._impl.get_global(name)
 
     def set_global(self, name: str, values) -> None:

@@ -109,7 +109,7 @@ def ladder_figure(result: dict) -> Figure:
 
 def attention_memory_figure(result: dict) -> Figure:
     """Peak memory of attention forward + backward against T, log-log, with T and T^2 guides."""
-    from ..experiments.ch7.attention import VARIANTS
+    from ..experiments.ch7.attention import VARIANTS  # heavy: loads torch, which the other figures do without
 
     fig, ax = new_figure(figsize=(7.5, 4.2))
     ts = np.array([r["T"] for r in result["rows"]], dtype=float)

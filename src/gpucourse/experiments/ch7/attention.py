@@ -11,11 +11,13 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import ProfilerActivity, profile
 
+from ... import device as gdev
+from ...bench import cpu_threads
 from ...check import ch7 as check7
 from ...display import Table
+from ...precision import UNIT_ROUNDOFF
 from .model import naive_attention
 from .profile import quiet_native_output
-from .step import cpu_threads
 
 BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
             "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}
@@ -73,7 +75,7 @@ def check_sdpa(t: int = 67, heads: int = 4, head_dim: int = 16, batch: int = 2,
     dy = torch.randn_like(q)
     want = naive_attention(q, k, v)
     want_grads = torch.autograd.grad(want, (q, k, v), dy)
-    tol = check7.LAMBDA * (8 * max(t, head_dim)) ** 0.5 * check7.UNIT_ROUNDOFF["fp32"]
+    tol = check7.LAMBDA * (8 * max(t, head_dim)) ** 0.5 * UNIT_ROUNDOFF["fp32"]
     worst = 0.0
     for variant in VARIANTS[1:]:
         got = _run(variant, q, k, v)
@@ -120,8 +122,6 @@ def backends(dev: str = "cpu", t: int = 256, heads: int = 4, head_dim: int = 64)
 def attention_memory(seqs=(128, 256, 512, 1024), heads: int = 4, head_dim: int = 16,
                      batch: int = 1, dev: str | None = None) -> dict:
     """Peak memory of one attention forward + backward against T, each variant checked first."""
-    from ... import device as gdev
-
     dev = dev or gdev.torch_device()
     with cpu_threads() if dev == "cpu" else contextlib.nullcontext():
         worst = check_sdpa(dev=dev)

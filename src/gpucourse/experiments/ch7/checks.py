@@ -9,10 +9,11 @@ import functools
 import torch
 
 from ... import device as gdev
+from ...bench import cpu_threads
 from ...check import ch7 as check7
 from . import custom_op
 from .model import GPTConfig, Setup, make_batch
-from .step import Trainer, cpu_threads, make_optimizer
+from .step import Trainer, make_optimizer
 
 
 def _no_tf32(dev: str):

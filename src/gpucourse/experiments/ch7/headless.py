@@ -5,10 +5,11 @@ from __future__ import annotations
 import contextlib
 
 from ... import check, device
+from ...bench import cpu_threads
 from . import attention, compiling, ladder
 from .model import GPTConfig, Setup
 from .profile import profile_trainer
-from .step import Trainer, cpu_threads
+from .step import Trainer
 
 #: The GPU check's model: still small (a few million parameters) but with a sequence long
 #: enough for attention's T x T scores to matter and batches that keep an H200 busy.

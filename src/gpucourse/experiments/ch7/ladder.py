@@ -14,13 +14,16 @@ from dataclasses import dataclass
 import torch
 
 from ... import bench, models
+from ... import device as gdev
+from ...bench import cpu_threads
 from ...check import ch7 as check7
 from ...display import Table
-from ...errors import CourseError
+from ...errors import CourseError, whole_number
+from ...precision import availability
 from . import checks, custom_op, triton_fusion
 from .model import GPTConfig, Setup
 from .profile import profile_trainer
-from .step import Trainer, cpu_threads
+from .step import Trainer, make_optimizer
 
 
 @dataclass(frozen=True)
@@ -100,8 +103,6 @@ def run_ladder(cfg: GPTConfig = GPTConfig(), dev: str | None = None, names=None,
     """Climb the ladder: each rung's setup is the previous one plus its switch. Every setup is
     checked (loss, gradients, optimizer) before it is timed; one that cannot run here is
     listed with the reason and the later rungs go on without it."""
-    from ... import device as gdev
-
     dev = dev or gdev.torch_device()
     todo = [r for r in rungs(dev) if names is None or r.name in names]
     setup, rows, last_kernels = Setup(), [], None
@@ -187,9 +188,6 @@ def ladder_table(result: dict) -> Table:
 def optimizer_comparison(cfg: GPTConfig = GPTConfig(), dev: str | None = None,
                          min_time_s: float = 0.2) -> dict:
     """AdamW's step alone, as a per-parameter loop, foreach and fused, each checked first."""
-    from ... import device as gdev
-    from .step import make_optimizer
-
     dev = dev or gdev.torch_device()
     out = {"backend": dev, "rows": []}
     with cpu_threads() if dev == "cpu" else contextlib.nullcontext():
@@ -227,9 +225,6 @@ def compare(seq: int = 64, precision: str = "fp32", switches=("SDPA",), dev: str
             min_time_s: float = 0.1, compile_backend: str = "inductor", progress=None) -> dict:
     """The naive step and the step with ``precision`` and ``switches`` on, at sequence length
     ``seq``: both checked, then measured (what the chapter's widget draws)."""
-    from ... import device as gdev
-    from ...errors import whole_number
-
     dev = dev or gdev.torch_device()
     seq = whole_number(seq, "seq", 64)
     unknown = [s for s in switches if s not in WIDGET_RUNGS]
@@ -252,7 +247,5 @@ def compare(seq: int = 64, precision: str = "fp32", switches=("SDPA",), dev: str
 
 def precision_choices(dev: str | None = None) -> dict:
     """{precision: None where autocast can use it here, else why not} (chapter 6's rule)."""
-    from ..ch6 import precision_availability
-
-    avail = precision_availability(dev)
+    avail = availability(dev)
     return {p: avail.get(p) for p in ("fp32", "bf16", "fp16")}

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
+from ... import device as gdev
 from ...display import Table
 
 CATEGORIES = ("matmul", "attention", "elementwise and norms", "data movement",
@@ -225,8 +226,6 @@ def resident_bytes(*groups) -> int:
 
 def profile_trainer(trainer, steps: int = 3, memory: bool = True) -> StepProfile:
     """Profile ``steps`` training steps of a :class:`~.step.Trainer` (after one unprofiled)."""
-    from ... import device as gdev
-
     dev = trainer.device
     trainer.step()
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev == "cuda" else [])

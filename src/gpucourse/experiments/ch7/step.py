@@ -10,25 +10,9 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 from ...errors import DeviceError
+from ...precision import torch_dtype
 from . import custom_op, triton_fusion
 from .model import GPT, LEARNING_RATE, GPTConfig, Setup, bias_gelu_eager, make_batch
-
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-#: One thread for CPU timings, as in chapter 6: on a small or shared machine several threads
-#: per process make step times swing; one gives stable ratios. GPU runs are unaffected.
-CPU_THREADS = 1
-
-
-@contextlib.contextmanager
-def cpu_threads(n: int | None = CPU_THREADS):
-    """Run torch CPU work on ``n`` threads inside the block (restored afterwards)."""
-    before = torch.get_num_threads()
-    if n:
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def bias_gelu_function(kind: str):
@@ -110,7 +94,7 @@ class Trainer:
     def autocast(self):
         if self.setup.precision == "fp32":
             return contextlib.nullcontext()
-        return torch.autocast(self.device, dtype=DTYPES[self.setup.precision])
+        return torch.autocast(self.device, dtype=torch_dtype(self.setup.precision))
 
     def loss(self):
         with self.autocast():
