@@ -13,6 +13,7 @@ from gpucourse.errors import DeviceError, PrecisionError
 from gpucourse.experiments import ch5
 from gpucourse.experiments.ch5 import kernel_fusion, sgemm, sparse, tensor_cores
 from gpucourse.kernels import matmul
+from gpucourse.paths import KERNEL_DIR
 from gpucourse.plot import ch5 as p5
 
 pytestmark = pytest.mark.skipif(gc.device.is_cuda(), reason="CPU-path tests")
@@ -43,7 +44,7 @@ def test_tile_defines_are_honoured(defines):
 
 
 def test_a_missing_barrier_is_caught():
-    src = (gc.kernels.KERNEL_DIR / "matmul.cu").read_text()
+    src = (KERNEL_DIR / "matmul.cu").read_text()
     start = src.index("void matmul_v3_shared")
     end = src.index("// ---", start)
     body = src[start:end]

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from gpucourse import check
+from gpucourse import check, precision
 from gpucourse.check.timing import SimulatedAsyncDevice, check_timer
 
 
@@ -27,10 +27,10 @@ def test_nan_and_shape_never_pass():
 
 
 def test_tolerances_follow_dtype():
-    assert check.tolerance(np.float16)[0] > check.tolerance(np.float32)[0] > \
-        check.tolerance(np.float64)[0]
-    assert check.tolerance(np.int32) == (0.0, 0.0)
-    assert check.tolerance("torch.bfloat16")[0] > check.tolerance(np.float16)[0]
+    assert precision.tolerance(np.float16)[0] > precision.tolerance(np.float32)[0] > \
+        precision.tolerance(np.float64)[0]
+    assert precision.tolerance(np.int32) == (0.0, 0.0)
+    assert precision.tolerance("torch.bfloat16")[0] > precision.tolerance(np.float16)[0]
     # fp16 error passes at fp16 tolerance and fails at fp32's.
     x = check.random_array(1000, seed=3)
     h = x.astype(np.float16)

@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 import torch
 
-from gpucourse import check, models
+from gpucourse import check, precision
 from gpucourse.check import ch1 as c1, ch2 as c2, ch3 as c3, ch4 as c4, ch5 as c5
+from gpucourse.errors import ModelInputError
 from gpucourse.kernels import divergence as divergence_cu
 from gpucourse.kernels import reduce as reduce_cu
 
-U = models.U32
+U = precision.U32
 F32 = np.float32
 
 
@@ -61,7 +62,7 @@ def test_default_float32_tolerance_covers_one_rounding_but_not_a_sum():
     """TOLERANCES is for results a few roundings from their reference: a sum of 1000 terms can
     lie further from the exact sum than its relative 1e-5 (here 999 halves of an ulp of 1 that a
     sequential float32 sum drops, 6e-5 of the sum) and needs its own bound."""
-    rtol, atol = check.tolerance(np.float32)
+    rtol, atol = precision.tolerance(np.float32)
     x = check.random_array(1000, seed=1)
     check.assert_close((x.astype(np.float64) * 1.75).astype(F32), x.astype(np.float64) * 1.75)
     assert rtol >= 100 * U
@@ -69,7 +70,7 @@ def test_default_float32_tolerance_covers_one_rounding_but_not_a_sum():
     ties[0] = 1
     exact = float(np.sum(ties, dtype=np.float64))
     assert abs(sequential(ties) - exact) > atol + rtol * exact
-    assert abs(sequential(ties) - exact) <= models.sum_error_bound(1000, exact)
+    assert abs(sequential(ties) - exact) <= precision.sum_error_bound(1000, exact)
 
 
 def test_an_elementwise_atol_is_applied_and_reported_element_by_element():
@@ -258,7 +259,7 @@ def test_tiled_matmul_bound_covers_every_order_of_the_dots(i, shape):
     A = check.random_array((M, K), seed=seed + 2 * i)
     B = check.random_array((K, N), seed=seed + 2 * i + 1)
     ref = A.astype(np.float64) @ B.astype(np.float64)
-    bound = models.matmul_error_bound(A, B)
+    bound = precision.matmul_error_bound(A, B)
     for name, order in (("sequential", sequential), ("reverse", reverse), ("pairwise", pairwise)):
         assert np.all(np.abs(_dots(A, B, order) - ref) <= bound), name
     assert np.all(np.abs(_fma_dots(A, B) - ref) <= bound)
@@ -288,13 +289,13 @@ def test_chain_tolerance_covers_fused_and_unfused_float32(i, n):
 # --------------------------------------------------------------------------- the bound function
 
 def test_affine_steps_bound_is_chapter_4s_divergence_bound():
-    """models.affine_steps_error_bound is the divergence kernels' bound, one branch at a time,
+    """precision.affine_steps_error_bound is the divergence kernels' bound, one branch at a time,
     so that checkers (which never import experiments) can use it."""
     for n, k in ((1, 6), (1003, 5), (4096, 1000)):
         x = check.random_array(n, F32, seed=n, kind="uniform")
         top = float(np.max(np.abs(x)))
-        ours = max(models.affine_steps_error_bound(top, a, b, k) for a, b in divergence_cu.COEFS)
+        ours = max(precision.affine_steps_error_bound(top, a, b, k) for a, b in divergence_cu.COEFS)
         assert ours == pytest.approx(divergence_cu.tolerance(x, k), rel=1e-12)
-    assert models.affine_steps_error_bound(1.0, 0.5, 1.0, 0) == 0  # no step, no rounding
-    with pytest.raises(models.ModelInputError, match="below 1"):
-        models.affine_steps_error_bound(1.0, 1.5, 0.0, 3)
+    assert precision.affine_steps_error_bound(1.0, 0.5, 1.0, 0) == 0  # no step, no rounding
+    with pytest.raises(ModelInputError, match="below 1"):
+        precision.affine_steps_error_bound(1.0, 1.5, 0.0, 3)

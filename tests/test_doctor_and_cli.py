@@ -61,9 +61,9 @@ def test_doctor_checks_every_runtime_dependency_of_the_package():
 
 def test_doctor_names_each_rejected_reference_file_and_is_silent_when_all_are_fine(tmp_path,
                                                                                      monkeypatch):
-    from gpucourse import reference
+    from gpucourse import paths, reference
 
-    monkeypatch.setattr(reference, "FOLDER", tmp_path)
+    monkeypatch.setattr(paths, "REFERENCE_DIR", tmp_path)
     assert doctor._reference_files() == []
     reference.write({"ch4": {"block_sweep": {"regs_per_thread": 11}}}, gpu="NVIDIA L4",
                     command="make gpu-check", folder=tmp_path, date="2026-11-02")
@@ -83,8 +83,8 @@ def test_doctor_prints_one_line_per_rejected_reference_file(tmp_path):
     """The command itself, with the shipped folder pointed elsewhere: a bad file is a warning,
     so the essential checks still pass."""
     (tmp_path / "broken.json").write_text("{")
-    code = ("import pathlib, sys; from gpucourse import doctor, reference; "
-            f"reference.FOLDER = pathlib.Path({str(tmp_path)!r}); sys.exit(doctor.main())")
+    code = ("import pathlib, sys; from gpucourse import doctor, paths; "
+            f"paths.REFERENCE_DIR = pathlib.Path({str(tmp_path)!r}); sys.exit(doctor.main())")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     lines = [line for line in r.stdout.splitlines() if "] reference data" in line]

@@ -14,8 +14,9 @@ import pytest
 import gpucourse.emulator as emu
 import gpucourse.kernels as gk
 from gpucourse.emulator import KernelError
+from gpucourse.paths import KERNEL_DIR
 
-ROOT = gk.KERNEL_DIR.parents[2]
+ROOT = KERNEL_DIR.parents[2]
 
 
 def build(code: str, name: str = "test"):
@@ -1149,7 +1150,7 @@ def test_an_interrupt_stops_a_running_launch():
 
 def test_the_portable_context_switch_runs_kernels_correctly(monkeypatch):
     monkeypatch.setenv("GPUCOURSE_EMU_SWITCH", "ucontext")
-    source = (gk.KERNEL_DIR / "reduce.cu").read_text() + "\n// built with ucontext\n"
+    source = (KERNEL_DIR / "reduce.cu").read_text() + "\n// built with ucontext\n"
     lib = emu.build_library(source, filename="reduce.cu")
     assert lib.switch_kind == "ucontext"
     x = (np.random.default_rng(14).integers(-64, 65, 3001) / 8).astype(np.float32)

@@ -21,8 +21,9 @@ import gpucourse.kernels as gk
 from gpucourse.check import run_learner_kernel
 from gpucourse.emulator import KernelError, checks, racecheck
 from gpucourse.errors import CourseError, InputError, LaunchError
+from gpucourse.paths import KERNEL_DIR
 
-ROOT = gk.KERNEL_DIR.parents[2]
+ROOT = KERNEL_DIR.parents[2]
 F32 = np.float32
 N = 1000  # 4000 bytes: a multiple of 16 that does not fill its last page
 

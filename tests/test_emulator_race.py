@@ -12,7 +12,7 @@ import pytest
 
 import gpucourse.emulator as emu
 import gpucourse.kernels as gk
-from gpucourse import models
+from gpucourse import precision
 from gpucourse.emulator import KernelError, racecheck
 
 SOURCE = textwrap.dedent(r"""
@@ -519,7 +519,7 @@ def test_a_correct_float_atomic_sum_passes_in_every_order(sums, n, grid):
     out = np.zeros(1, F32)
     sums.atomic_sum(grid, 256, (x, out, I32(n)), race_check=True, timeout=60)
     exact = x.sum(dtype=np.float64)
-    assert abs(out[0] - exact) <= models.gamma(n) * exact, "the forward order's result is kept"
+    assert abs(out[0] - exact) <= precision.gamma(n) * exact, "the forward order's result is kept"
 
 
 def test_the_orders_of_a_float_atomic_sum_really_differ_beyond_a_fixed_tolerance(sums):
@@ -577,7 +577,7 @@ def test_without_the_detector_orders_still_catch_a_tree_without_barriers(sums, m
     (100, 10, np.float16, 101, 2.0 ** -11),
 ])
 def test_the_order_tolerance_is_twice_gamma_n_of_the_launch(threads, size, dtype, n, u):
-    g = models.gamma(n, u)
+    g = precision.gamma(n, u)
     got = emu.checks.order_tolerance(threads, [np.zeros(size, dtype), np.zeros(1, dtype)], dtype)
     assert got == pytest.approx(2 * g / (1 - g), rel=1e-12)
 

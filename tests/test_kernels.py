@@ -12,10 +12,11 @@ import pytest
 import gpucourse.kernels as gk
 from gpucourse.emulator import KernelError, find_kernels
 from gpucourse.errors import CompileError, CourseError
+from gpucourse.paths import KERNEL_DIR
 
 from kernel_cases import CASES, DEFINE_SETS, FILES, Backend
 
-CU_FILES = sorted(gk.KERNEL_DIR.glob("*.cu"))
+CU_FILES = sorted(KERNEL_DIR.glob("*.cu"))
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
@@ -35,7 +36,7 @@ def test_every_kernel_case_passes_the_race_and_bounds_check(monkeypatch):
 
 @pytest.mark.parametrize("file", FILES)
 def test_every_kernel_of_the_file_has_a_case(file):
-    names = {k.name for k in find_kernels((gk.KERNEL_DIR / f"{file}.cu").read_text())}
+    names = {k.name for k in find_kernels((KERNEL_DIR / f"{file}.cu").read_text())}
     tested = {c.kernel for c in CASES if c.file == file}
     assert names == tested, f"{file}.cu kernels without a test case: {sorted(names - tested)}"
 
@@ -67,7 +68,7 @@ def test_header_lists_exactly_the_kernels(path):
 
 
 def test_header_check_catches_a_missing_line():
-    text = (gk.KERNEL_DIR / "copy.cu").read_text()
+    text = (KERNEL_DIR / "copy.cu").read_text()
     broken = "\n".join(l for l in text.splitlines() if "copy_v2_strided    neighbouring" not in l)
     assert sorted(header_versions(broken)) != sorted(k.name for k in find_kernels(broken))
 
@@ -78,7 +79,7 @@ def test_available_lists_the_kernel_files():
 
 
 def test_transpose_without_syncthreads_is_wrong_on_the_emulator():
-    source = (gk.KERNEL_DIR / "transpose.cu").read_text()
+    source = (KERNEL_DIR / "transpose.cu").read_text()
     start = source.index("void transpose_v2_shared")
     end = source.index("void transpose_v3_padded")
     body = source[start:end]

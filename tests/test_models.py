@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from gpucourse import models, specs
-from gpucourse.errors import CourseError, PrecisionError, SpecError
+from gpucourse.errors import CourseError, ModelInputError, PrecisionError, SpecError
 
 # --------------------------------------------------------------------------- occupancy, by hand
 # Rules (CUDA occupancy calculator): warps/block = ceil(threads/32); registers are allocated
@@ -349,7 +349,7 @@ def test_roofline_adds_a_launch_cost_only_when_asked():
     launched = models.roofline(2e3, 12e3, "H200", launch=models.LAUNCH_OVERHEAD_S)
     assert launched.time == pytest.approx(plain.time + 3e-6) and plain.launch_time == 0
     assert launched.bound == plain.bound == "memory" and "launch overhead" in str(launched)
-    with pytest.raises(models.ModelInputError):
+    with pytest.raises(ModelInputError):
         models.roofline(2e3, 12e3, "H200", launch=-1)
 
 
@@ -539,13 +539,11 @@ def test_bytes_in_flight_is_littles_law():
     t4 = models.bytes_in_flight("T4")
     assert t4.threads_per_sm == 1024 and t4.covered_latency > r.covered_latency
     assert str(r).startswith("model: ")
-    with pytest.raises(models.ModelInputError):
+    with pytest.raises(ModelInputError):
         models.bytes_in_flight("H200", bytes_per_thread=0)
 
 
 def test_a_count_given_as_text_is_one_sentence():
-    from gpucourse.models import ModelInputError
-
     with pytest.raises(ModelInputError, match="params must be a whole number, got '1e9'"):
         models.training_memory("1e9", 10)
     assert models.training_memory(np.int64(10), 1e3).total > 0  # NumPy and float counts are fine

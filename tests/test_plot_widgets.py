@@ -156,8 +156,9 @@ def odd_reference(reference_folder):
     import json
 
     from gpucourse import reference
+    from gpucourse.paths import REFERENCE_DIR
 
-    data = json.loads((reference.FOLDER / "nvidia_h200.json").read_text(encoding="utf-8"))
+    data = json.loads((REFERENCE_DIR / "nvidia_h200.json").read_text(encoding="utf-8"))
     results = data["results"]
     for section in results.values():
         for key in ("device", "gpu"):

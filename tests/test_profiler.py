@@ -7,6 +7,7 @@ import pytest
 import gpucourse as gc
 from gpucourse import models
 from gpucourse.errors import CourseError, LaunchError, SpecError
+from gpucourse.paths import KERNEL_DIR
 from gpucourse.profiler import Counters, ProfilerError, profile
 
 WARP = 32
@@ -159,7 +160,7 @@ def transposes():
 
 def test_naive_transpose_stores_touch_32_sectors(transposes):
     p = transposes["transpose_v1_naive"]
-    source = (gc.kernels.KERNEL_DIR / "transpose.cu").read_text()
+    source = (KERNEL_DIR / "transpose.cu").read_text()
     store = rows(p, "out[x * rows + y + j] = in[", "global store", source).counters
     assert store.sectors_per_request == 32 and store.lines_per_request == 32
     assert store.efficiency == pytest.approx(4 / 32)
@@ -276,7 +277,7 @@ def test_divergence_kernels():
     # v1's loops (most of its blocks) run with 16 lanes; the others never diverge.
     assert 16 < lanes["divergence_v1_odd_even_lanes"] < 18
     p = profile(ks.divergence_v1_odd_even_lanes, n // 256, 256, args)
-    source = (gc.kernels.KERNEL_DIR / "divergence.cu").read_text()
+    source = (KERNEL_DIR / "divergence.cu").read_text()
     for body in ("v = fmaf(v, A0, B0)", "v = fmaf(v, A1, B1)"):
         assert rows(p, body, "branch", source, after="divergence_v1").active_lanes == 16
     assert lanes["divergence_v2_per_warp"] == 32
@@ -289,7 +290,7 @@ def test_requests_follow_barrier_epochs_in_a_shared_tree():
     x, out = rand(n), np.zeros(1, np.float32)
     p = profile(ks.reduce_v2_shared_tree, n // block, block, (x, out, np.int32(n)), block * 4)
     assert out[0] == pytest.approx(x.sum(), rel=1e-4)
-    source = (gc.kernels.KERNEL_DIR / "reduce.cu").read_text()
+    source = (KERNEL_DIR / "reduce.cu").read_text()
     fold = rows(p, "partial[t] += partial[t + s]", "shared load", source).counters
     # Per block and step s = 128 ... 1: threads t < s load twice; a warp is one request.
     steps = [128, 64, 32, 16, 8, 4, 2, 1]

@@ -10,8 +10,9 @@ import random
 import pytest
 
 from gpucourse import reference as ref
+from gpucourse.paths import REFERENCE_DIR
 
-SHIPPED = ref.FOLDER / "nvidia_h200.json"
+SHIPPED = REFERENCE_DIR / "nvidia_h200.json"
 SEED = 20261201
 
 

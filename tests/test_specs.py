@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from gpucourse import specs
+from gpucourse import precision, specs
 from gpucourse.errors import CourseError, DeviceError, PrecisionError, SpecError
 
 
@@ -32,7 +32,7 @@ def test_every_row_names_its_source_and_lists_every_precision(row):
     for extra in row["other_sources"]:
         assert extra["name"].strip()
     # null (no such unit) must be written out, never left implicit
-    assert set(row["peak_tflops"]) == set(specs.PRECISIONS)
+    assert set(row["peak_tflops"]) == set(precision.PRECISIONS)
     assert row["notes"].strip()
 
 
@@ -43,7 +43,7 @@ def test_every_row_has_sane_values(gpu):
     assert 200e9 <= gpu.bandwidth_Bps <= 10e12
     specs.occupancy_limits(gpu.compute_capability)  # raises if the cc is unknown
     peaks = gpu.peak_tflops
-    assert set(peaks) <= set(specs.PRECISIONS) and "fp32" in peaks and "fp16" in peaks
+    assert set(peaks) <= set(precision.PRECISIONS) and "fp32" in peaks and "fp16" in peaks
     assert all(v > 0 for v in peaks.values())
     # every part here has tensor cores: half precision runs at least as fast as fp32
     assert peaks["fp16"] >= peaks["fp32"]

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from gpucourse import check, models
+from gpucourse import check, precision
+from gpucourse.errors import ModelInputError
 from gpucourse.experiments import ch4, ch5, cpu
 from gpucourse.experiments.ch1 import common as ch1_common, rooflines as ch1_rooflines
 from gpucourse.experiments.ch4 import reduce_ladder
@@ -21,7 +22,7 @@ from gpucourse.kernels import reduce as reduce_cu
 from gpucourse.kernels.shape import Launch
 from gpucourse.kernels import matmul
 
-U = models.U32
+U = precision.U32
 
 
 def seq_dot(a, b) -> np.float32:
@@ -39,20 +40,20 @@ def seq_matmul_rows(a, b, rows) -> np.ndarray:
 # --------------------------------------------------------------------------- the bound itself
 
 def test_gamma_and_sum_bound_follow_higham():
-    assert models.gamma(1) == pytest.approx(U / (1 - U))
-    assert models.gamma(1000) == pytest.approx(1000 * U / (1 - 1000 * U))
-    assert models.sum_error_bound(10, 2.0, terms=10) == pytest.approx(
-        2 * (models.gamma(10) + models.gamma(10, models.U64)))
+    assert precision.gamma(1) == pytest.approx(U / (1 - U))
+    assert precision.gamma(1000) == pytest.approx(1000 * U / (1 - 1000 * U))
+    assert precision.sum_error_bound(10, 2.0, terms=10) == pytest.approx(
+        2 * (precision.gamma(10) + precision.gamma(10, precision.U64)))
     # n*u = 1: the worst case of a float32 sum of 2^24 terms is no bound at all
-    with pytest.raises(models.ModelInputError, match="blocks"):
-        models.gamma(1 << 24)
+    with pytest.raises(ModelInputError, match="blocks"):
+        precision.gamma(1 << 24)
 
 
 @pytest.mark.parametrize("n", [1000, 1 << 16, 1 << 20])
 def test_sequential_float32_sum_stays_inside_gamma_n(n):
     x = check.random_array(n, np.float32, seed=n, kind="positive")  # one sign: errors add up
     err = abs(float(np.cumsum(x, dtype=np.float32)[-1]) - float(np.sum(x, dtype=np.float64)))
-    assert err <= models.sum_error_bound(n, float(np.sum(np.abs(x), dtype=np.float64)))
+    assert err <= precision.sum_error_bound(n, float(np.sum(np.abs(x), dtype=np.float64)))
 
 
 @pytest.mark.parametrize("n", [1000, 1 << 16])
@@ -61,7 +62,7 @@ def test_the_bound_is_reached_so_no_smaller_tolerance_holds_in_every_order(n):
     x = np.full(n, U, np.float32)
     x[0] = 1
     err = abs(float(np.cumsum(x, dtype=np.float32)[-1]) - float(np.sum(x, dtype=np.float64)))
-    bound = models.sum_error_bound(n, float(np.sum(x, dtype=np.float64)))
+    bound = precision.sum_error_bound(n, float(np.sum(x, dtype=np.float64)))
     assert 0.9 * bound < err <= bound
 
 
@@ -172,7 +173,7 @@ def test_matmul_bound_covers_sequential_dots_at_chapter_1_sizes(m):
     rows = range(0, m, max(1, m // 8))
     ref = x[list(rows)].astype(np.float64) @ y.astype(np.float64)
     seq = seq_matmul_rows(x, y, rows)
-    bound = models.matmul_error_bound(x, y)
+    bound = precision.matmul_error_bound(x, y)
     assert np.abs(seq - ref).max() <= bound
     assert np.abs(np.matmul(x[list(rows)], y) - ref).max() <= bound  # this BLAS too
     # dropping the largest product of an element is caught
@@ -197,7 +198,7 @@ def test_sparse_product_tolerance_covers_sequential_dots():
     D = check.random_array((n, k), seed=1, kind="uniform")
     for i, dens in enumerate((0.01, 0.3, 1.0)):
         S = ch5.sparse.sparse_matrix(n, dens, seed=7 * i)
-        allowed = 2 * models.matmul_error_bound(S, D)
+        allowed = 2 * precision.matmul_error_bound(S, D)
         rows = range(0, n, 256)
         dense = np.matmul(S[list(rows)], D)
         assert np.abs(seq_matmul_rows(S, D, rows) - dense).max() <= allowed
@@ -238,7 +239,7 @@ def test_saxpy_tolerance_covers_rounding_with_and_without_fma(n):
     x = check.random_array(n, np.float32, seed=seed + n)
     y = check.random_array(n, np.float32, seed=seed + 2 * n + 1)
     want = (np.float64(a) * x + y.astype(np.float64)).astype(np.float32)
-    tol = models.sum_error_bound(3, float(np.max(np.abs(np.float64(a) * x) + np.abs(y))))
+    tol = precision.sum_error_bound(3, float(np.max(np.abs(np.float64(a) * x) + np.abs(y))))
     two = a * x + y  # float32: the product rounds, then the sum
     fused = (np.float64(a) * x + y).astype(np.float32)
     assert np.abs(two.astype(np.float64) - want).max() <= tol
@@ -271,7 +272,7 @@ def test_divergence_bound_covers_every_step_rounding(n, k):
 def test_fusion_chain_tolerance_covers_unfused_and_fused_float32():
     x = check.random_array(1 << 24, seed=0, kind="normal")  # chapter 5's CPU fusion size
     want = ch5.kernel_fusion.chain_numpy(x)
-    rtol, atol = models.gamma(6), 2 * models.gamma(6)
+    rtol, atol = precision.gamma(6), 2 * precision.gamma(6)
     t = np.maximum(x * np.float32(1.5) + np.float32(0.25), np.float32(0))
     unfused = t * t - np.float32(1)
     t64 = np.maximum((x.astype(np.float64) * 1.5 + 0.25).astype(np.float32), 0).astype(np.float64)
@@ -324,7 +325,7 @@ def test_reduction_depth_bound_covers_three_sequential_levels(n, grid, block):
     blocks = np.cumsum(t.reshape(grid, block), axis=1, dtype=np.float32)[:, -1]
     got = float(np.cumsum(blocks, dtype=np.float32)[-1])
     depth = reduce_cu.depth("reduce_v4_grid_stride", Launch(grid, block), n)  # per + block + grid
-    bound = models.sum_error_bound(depth, float(np.sum(np.abs(x), dtype=np.float64)))
+    bound = precision.sum_error_bound(depth, float(np.sum(np.abs(x), dtype=np.float64)))
     assert abs(got - float(np.sum(x, dtype=np.float64))) <= bound
 
 

@@ -123,9 +123,9 @@ def findings() -> list[Finding]:
 def _reference_files(folder=None) -> list[Finding]:
     """One warning per reference file that figures leave out, naming it and why; none when all
     are fine (a warning: the course runs without them)."""
-    from . import reference  # lazy: see _cxx_compiler
+    from . import paths, reference  # lazy: see _cxx_compiler
 
-    folder = reference.FOLDER if folder is None else folder
+    folder = paths.REFERENCE_DIR if folder is None else folder
     return [Finding(WARN, "reference data", problem,
                     f"figures leave this file out: fix or delete it in {folder} (`make gpu-check` "
                     "on a GPU writes a new one)")

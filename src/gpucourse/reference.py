@@ -27,7 +27,6 @@ FORMAT = "gpucourse-reference"
 VERSION = 1
 REQUIRED = {"format": str, "version": int, "gpu": str, "date": str, "command": str,
             "results": dict}
-FOLDER = REFERENCE_DIR
 PROVENANCE = "_provenance"
 
 
@@ -552,7 +551,7 @@ def _files(folder) -> list[pathlib.Path]:
         return []
 
 
-def available(folder=FOLDER) -> list[Reference]:
+def available(folder=REFERENCE_DIR) -> list[Reference]:
     """Every valid reference file in ``folder`` (invalid ones are skipped; see ``problems``)."""
     out = []
     for p in _files(folder):
@@ -563,7 +562,7 @@ def available(folder=FOLDER) -> list[Reference]:
     return out
 
 
-def problems(folder=FOLDER) -> list[str]:
+def problems(folder=REFERENCE_DIR) -> list[str]:
     """One line per reference file that is rejected, naming it and why."""
     out = []
     for p in _files(folder):
@@ -587,7 +586,7 @@ def section(ref: Reference, name: str) -> Reference:
                      kernels=tuple(sorted(kernels.items())) if isinstance(kernels, dict) else ())
 
 
-def find(name: str, *keys: str, folder=FOLDER) -> list[tuple[Reference, Any]]:
+def find(name: str, *keys: str, folder=REFERENCE_DIR) -> list[tuple[Reference, Any]]:
     """(reference, value) for every GPU that has section ``name``/``keys``.
 
     The Reference returned carries that section's own date and command.
@@ -627,7 +626,7 @@ def _sections_to_keep(path: pathlib.Path) -> dict:
     return kept
 
 
-def write(results: dict, gpu: str, command: str, driver: str = "", folder=FOLDER,
+def write(results: dict, gpu: str, command: str, driver: str = "", folder=REFERENCE_DIR,
           date: str | None = None, merge: bool = True) -> pathlib.Path:
     """Write (or update) the reference file for ``gpu`` and return its path.
 

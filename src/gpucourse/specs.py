@@ -15,8 +15,8 @@ from importlib import resources
 from typing import Any, Mapping
 
 from . import device
+from .precision import PRECISIONS as _PRECISIONS  # the names live in precision
 from .errors import DeviceError, PrecisionError, SpecError
-from .precision import PRECISIONS
 
 # Host link model (used by link_bandwidth_Bps and models.transfer_time). PCIe gen 3-5 move
 # 8, 16, 32 GT/s per lane with 128b/130b encoding; packet headers and flow control cost a
@@ -117,15 +117,15 @@ class GPUSpec:
 
     @property
     def precisions(self) -> tuple[str, ...]:
-        """The precisions this part has a peak for, in the order of ``PRECISIONS``."""
-        return tuple(p for p in PRECISIONS if p in self.peak_tflops)
+        """The precisions this part has a peak for, in the order of ``precision.PRECISIONS``."""
+        return tuple(p for p in _PRECISIONS if p in self.peak_tflops)
 
     def peak_flops(self, precision: str = "fp32") -> float:
         """Dense peak in operations per second for a precision ("fp32", "bf16", ...)."""
         key = str(precision).lower()
         if key not in self.peak_tflops:
             have = ", ".join(self.precisions) or "none known"
-            what = "is not a precision" if key not in PRECISIONS else "has no peak listed"
+            what = "is not a precision" if key not in _PRECISIONS else "has no peak listed"
             raise PrecisionError(f"{precision!r} {what} for the {self.name}; "
                                  f"choose one of: {have}.")
         return self.peak_tflops[key] * 1e12

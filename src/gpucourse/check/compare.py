@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import precision
 from ..device import to_host
-from ..precision import tolerance
 
 
 def _as_numpy(x) -> np.ndarray:
@@ -62,7 +62,8 @@ def assert_close(actual, expected, rtol: float | None = None, atol: float | None
     unless the reference is NaN at the same place.
     """
     if rtol is None or atol is None:
-        tols = [tolerance(_dtype_name(actual)), tolerance(_dtype_name(expected))]
+        tols = [precision.tolerance(_dtype_name(actual)),
+                precision.tolerance(_dtype_name(expected))]
         d_rtol, d_atol = max(tols)
         rtol = d_rtol if rtol is None else rtol
         atol = d_atol if atol is None else atol

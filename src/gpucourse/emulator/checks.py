@@ -25,6 +25,7 @@ import warnings
 import numpy as np
 
 from ..errors import KernelError
+from ..precision import gamma
 from . import build
 
 DEFAULT_TIMEOUT_S = 10.0
@@ -435,8 +436,8 @@ def order_tolerance(threads: int, arrays, dtype) -> float:
     u = max(float(np.finfo(dtype).eps) / 2, 2.0 ** -24)
     n = max([int(threads)] + [int(a.size) for a in arrays]) + 1
     if n * u >= 0.5:
-        return math.inf
-    g = n * u / (1 - n * u)
+        return math.inf  # precision.gamma refuses these: no bound holds
+    g = gamma(n, u)
     return 2 * g / (1 - g)
 
 

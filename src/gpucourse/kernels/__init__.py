@@ -37,21 +37,20 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import device
+from .. import device, paths
 from ..emulator import build_library, checks, racecheck
+from ..emulator import launch as emulator_launch
 from ..emulator.build import SHARED_MEM_LIMIT, source_line
-from ..emulator.globals import _missing as _missing_global, array as global_array, declared, declared_names
+from ..emulator.globals import _missing as _missing_global, array as global_array
+from ..emulator.globals import declared, declared_names
 from ..emulator.isolate import run_isolated, safe_timeout
-from ..emulator.launch import (EMULATOR_LIMITS, Limits, _is_cupy, _what, ceil_div, check_args,
-                               check_launch, format_dims)
+from ..emulator.launch import _is_cupy, _what
 from ..emulator.source import KernelSignature, c_string, define_lines, defines_key, find_kernels
 from ..errors import CompileError, CourseError, DeviceError, InputError, LaunchError
-from ..paths import KERNEL_DIR
 
-__all__ = ["load", "from_source", "available", "KernelModule", "Kernel", "Limits",
-           "UnknownKernelError", "KernelFileNotFoundError", "EMULATOR_LIMITS", "KERNEL_DIR",
-           "Source", "source_of", "BLOCK_SIZES", "ceil_div", "check_launch", "check_args",
-           "format_dims", "pointer"]
+__all__ = ["load", "from_source", "available", "KernelModule", "Kernel",
+           "UnknownKernelError", "KernelFileNotFoundError", "Source", "source_of", "BLOCK_SIZES",
+           "pointer"]
 
 #: The block sizes the course's block-size sweeps and sliders offer: multiples of 32 and a
 #: few that are not (48, 100, 200), whose last warp runs with idle lanes.
@@ -68,7 +67,7 @@ class KernelFileNotFoundError(CourseError, FileNotFoundError):
 
 def available() -> list[str]:
     """Names of the course's kernel files, e.g. ``["copy", "reduce", ...]``."""
-    return sorted(p.stem for p in KERNEL_DIR.glob("*.cu"))
+    return sorted(p.stem for p in paths.KERNEL_DIR.glob("*.cu"))
 
 
 def pointer(array) -> int:
@@ -109,12 +108,12 @@ class _Emulated:
                     f"__shared__) after cudaFuncSetAttribute(kernel, "
                     f"cudaFuncAttributeMaxDynamicSharedMemorySize, bytes).")
 
-    def limits(self, name: str) -> Limits:
+    def limits(self, name: str) -> emulator_launch.Limits:
         static = self.static_shared[name]
         if not static:
-            return EMULATOR_LIMITS
+            return emulator_launch.EMULATOR_LIMITS
         # Static shared memory comes off the dynamic allowance, as on a GPU.
-        return Limits(max_dynamic_shared=SHARED_MEM_LIMIT - static,
+        return emulator_launch.Limits(max_dynamic_shared=SHARED_MEM_LIMIT - static,
                       where=f"on the emulator beside its {static} bytes of static __shared__ memory")
 
     def launch(self, name, grid, block, args, shared_mem, stream=None, timeout=None) -> None:
@@ -163,7 +162,7 @@ class _Cupy:
             err.log = str(exc)
             raise err from None
         attrs = cupy.cuda.Device().attributes
-        self.device_limits = Limits(
+        self.device_limits = emulator_launch.Limits(
             max_threads=attrs["MaxThreadsPerBlock"],
             max_block=(attrs["MaxBlockDimX"], attrs["MaxBlockDimY"], attrs["MaxBlockDimZ"]),
             max_grid=(attrs["MaxGridDimX"], attrs["MaxGridDimY"], attrs["MaxGridDimZ"]),
@@ -171,14 +170,15 @@ class _Cupy:
                                          attrs["MaxSharedMemoryPerBlock"]),
             where="on this GPU")
 
-    def limits(self, name: str) -> Limits:
+    def limits(self, name: str) -> emulator_launch.Limits:
         f, lim = self.functions[name], self.device_limits
         # Registers cap a kernel's block size below the device's; static shared memory
         # comes off the dynamic allowance.
-        return Limits(max_threads=min(lim.max_threads, f.max_threads_per_block),
-                      max_block=lim.max_block, max_grid=lim.max_grid,
-                      max_dynamic_shared=lim.max_dynamic_shared - f.shared_size_bytes,
-                      where=f"for {name} on this GPU")
+        return emulator_launch.Limits(
+            max_threads=min(lim.max_threads, f.max_threads_per_block),
+            max_block=lim.max_block, max_grid=lim.max_grid,
+            max_dynamic_shared=lim.max_dynamic_shared - f.shared_size_bytes,
+            where=f"for {name} on this GPU")
 
     def get_global(self, name: str):
         """A CuPy array over a global variable: typed and shaped as declared where the
@@ -230,9 +230,9 @@ class Kernel:
 
     def _validate(self, grid, block, args, shared_mem):
         limits = self.module._impl.limits(self.name)
-        checked = check_launch(self.name, grid, block, shared_mem, limits)
+        checked = emulator_launch.check_launch(self.name, grid, block, shared_mem, limits)
         sizes = self.module._emulated.sizes[self.name] if self.module._emulated else None
-        check_args(self.name, self.params, args, self.backend, sizes)
+        emulator_launch.check_args(self.name, self.params, args, self.backend, sizes)
         return checked
 
     def _emulator_library(self):
@@ -334,7 +334,7 @@ class KernelModule:
         else:
             target.set(np.array(host, order="C"))  # (ascontiguousarray makes a 0-d array 1-d)
 
-    def emulator_limits(self, name: str) -> Limits:
+    def emulator_limits(self, name: str) -> emulator_launch.Limits:
         """The emulator's launch limits of kernel ``name`` (its static shared memory counted)."""
         self._emulator_library()
         return self._emulated.limits(name)
@@ -405,7 +405,7 @@ def _kernel_file(name: str) -> Path:
         raise InputError(f"a kernel file is named by a string such as \"transpose\", not "
                          f"{_what(name)}; the course has: {', '.join(available())}.")
     stem = name[:-3] if name.endswith(".cu") else name
-    path = KERNEL_DIR / f"{stem}.cu"
+    path = paths.KERNEL_DIR / f"{stem}.cu"
     if not re.fullmatch(r"[A-Za-z0-9_]+", stem) or not path.is_file():
         raise KernelFileNotFoundError(f"there is no kernel file {stem}.cu; the course has: "
                                       f"{', '.join(available())}.")

@@ -8,7 +8,7 @@ whose printed and HTML forms say "model", so a learner never mistakes one for a 
 """
 from __future__ import annotations
 
-from .base import WARP_SIZE, ModelInputError, ceil_div
+from .base import WARP_SIZE
 from .base import _bytes, _ModelResult, _seconds  # the profiler and chapter 3 show models too
 from .divergence import WarpEfficiency, warp_efficiency
 from .memory import (BANK_WORD_BYTES, LINE_BYTES, SECTOR_BYTES, SHARED_BANKS, BankConflicts,
@@ -22,12 +22,9 @@ from .training import (DTYPE_BYTES, OPTIMIZER_STATES, TrainingMemory, training_m
                        training_precision)
 from .transfer import (ENGINES, TRANSFER_LATENCY_S, StreamTimeline, TimelineOp, Transfer,
                        stream_timeline, transfer_time)
-# moved: the rounding-error bounds live in gpucourse.precision
-from ..precision import (U32, U64, affine_steps_error_bound, gamma, matmul_error_bound,
-                         sum_error_bound)
 
 __all__ = [
-    "WARP_SIZE", "ModelInputError", "ceil_div",
+    "WARP_SIZE",
     "WarpEfficiency", "warp_efficiency",
     "BANK_WORD_BYTES", "LINE_BYTES", "SECTOR_BYTES", "SHARED_BANKS", "BankConflicts", "Sectors",
     "bank_conflicts", "bank_of", "sectors", "strided_addresses",
@@ -38,5 +35,4 @@ __all__ = [
     "DTYPE_BYTES", "OPTIMIZER_STATES", "TrainingMemory", "training_memory", "training_precision",
     "ENGINES", "TRANSFER_LATENCY_S", "StreamTimeline", "TimelineOp", "Transfer",
     "stream_timeline", "transfer_time",
-    "U32", "U64", "affine_steps_error_bound", "gamma", "matmul_error_bound", "sum_error_bound",
 ]

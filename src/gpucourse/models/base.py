@@ -12,7 +12,7 @@ from ..errors import positive_argument as _positive
 
 WARP_SIZE = 32
 
-__all__ = ["WARP_SIZE", "ModelInputError", "ceil_div", "_ModelResult", "_int", "_nonneg",
+__all__ = ["WARP_SIZE", "_ModelResult", "_int", "_nonneg",
            "_positive", "_round_up", "_bytes", "_seconds"]
 
 

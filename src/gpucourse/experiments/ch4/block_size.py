@@ -6,10 +6,11 @@ import numpy as np
 
 from ... import bench, check, device, kernels, models, reference, specs
 from ...display import Table
+from ...emulator.launch import ceil_div
 from ...errors import LaunchError, SpecError
 from ...kernels import BLOCK_SIZES
 from ...kernels import saxpy as saxpy_cu
-from ...models import WARP_SIZE, ceil_div
+from ...models import WARP_SIZE
 from ...specs import model_gpu
 from .common import copy_ceiling, references, xp
 

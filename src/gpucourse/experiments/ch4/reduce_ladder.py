@@ -9,9 +9,9 @@ import numpy as np
 
 from ... import bench, check, device, reference
 from ...display import Table
+from ...emulator.launch import ceil_div
 from ...errors import whole_number
 from ...kernels import reduce as reduce_cu
-from ...models import ceil_div
 from ...specs import model_gpu
 from ..cpu import dot_on_every_core, exact_sum_data
 from .common import copy_ceiling, references

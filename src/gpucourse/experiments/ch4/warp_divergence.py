@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from ... import bench, check, device, kernels, models
+from ...emulator.launch import ceil_div
 from ...kernels import divergence as divergence_cu
-from ...models import WARP_SIZE, ceil_div
+from ...models import WARP_SIZE
 from .common import references, xp
 
 

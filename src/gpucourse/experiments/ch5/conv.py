@@ -7,7 +7,7 @@ import time
 
 from ... import bench, check, device, precision
 from ...display import Table
-from ...models import ceil_div
+from ...emulator.launch import ceil_div
 from .common import load_torch, threads_for, torch_on_gpu
 
 
