@@ -15,9 +15,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ...check.ch7 import COMPUTE_PRECISIONS
 from ...errors import InputError, whole_number
 
-PRECISIONS = ("fp32", "bf16", "fp16")
 ATTENTIONS = ("naive", "sdpa")
 OPTIMIZERS = ("loop", "foreach", "fused")
 BIAS_GELU = ("eager", "custom_op", "triton")
@@ -67,7 +67,7 @@ class Setup:
     bias_gelu: str = "eager"         # bias + GELU: two eager ops, the course's custom op, Triton
 
     def __post_init__(self):
-        for name, allowed in (("precision", PRECISIONS), ("attention", ATTENTIONS),
+        for name, allowed in (("precision", COMPUTE_PRECISIONS), ("attention", ATTENTIONS),
                               ("optimizer", OPTIMIZERS), ("bias_gelu", BIAS_GELU)):
             if getattr(self, name) not in allowed:
                 raise InputError(f"{name}={getattr(self, name)!r} is not one of "
