@@ -454,6 +454,24 @@ def test_ncu_compare_reads_both_csv_layouts():
     assert ncu_compare.parse_ncu_csv("==PROF== nothing", [m1]) == []
 
 
+def test_ncu_compare_takes_its_launch_shapes_from_the_kernel_homes():
+    import ncu_compare
+
+    n, m, k = 1 << 20, 1024, 256
+    got = [(c["kernel"], c["tag"], c["grid"], c["block"], c["shared"])
+           for c in ncu_compare.cases()]
+    assert got == [
+        ("copy_v1_coalesced", "", n // 256, 256, 0),
+        ("copy_v2_strided", "stride 2", n // 256, 256, 0),
+        ("copy_v2_strided", "stride 32", n // 256, 256, 0),
+        *[(f"transpose_v{i}", "", (m // 32, m // 32), (32, 8), 0)
+          for i in ("1_naive", "2_shared", "3_padded")],
+        ("reduce_v2_shared_tree", "", n // 256, 256, 256 * 4),
+        ("matmul_v3_shared", "", (k // 32, k // 32), (32, 32), 0),
+        ("histogram_v1_global_atomics", "skewed", 64, 256, 0)]
+    assert [len(c["args"]()) for c in ncu_compare.cases()] == [3, 4, 4, 4, 4, 4, 3, 6, 3]
+
+
 def test_ncu_compare_skips_in_one_line_without_ncu(monkeypatch, capsys):
     import ncu_compare
 

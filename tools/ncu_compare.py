@@ -59,7 +59,14 @@ def _f32(rng, *shape):
 
 
 def cases() -> list[dict]:
-    """The launches compared: file, kernel, grid, block, shared memory and NumPy arguments."""
+    """The launches compared: file, kernel, grid, block, shared memory and NumPy arguments;
+    each launch shape comes from the kernel's home."""
+    from gpucourse.kernels import copy as copy_cu  # after ROOT/src is on the path
+    from gpucourse.kernels import histogram as histogram_cu
+    from gpucourse.kernels import matmul as matmul_cu
+    from gpucourse.kernels import reduce as reduce_cu
+    from gpucourse.kernels import transpose as transpose_cu
+
     rng = np.random.default_rng(2024)
     n = 1 << 20
     x = _f32(rng, n)
@@ -69,24 +76,32 @@ def cases() -> list[dict]:
     A, B = _f32(rng, k, k), _f32(rng, k, k)
     skewed = np.where(rng.random(n) < 0.9, 3, rng.integers(0, 256, n)).astype(np.int32)
     f32 = lambda *s: np.zeros(s, np.float32)  # noqa: E731
+
+    def shape(launch) -> dict:  # a 1-D kernels.shape.Launch
+        return dict(grid=launch.grid, block=launch.block, shared=launch.shared_mem)
+
     out = [
-        dict(file="copy", kernel="copy_v1_coalesced", grid=n // 256, block=256,
+        dict(file="copy", kernel="copy_v1_coalesced", **shape(copy_cu.launch("copy_v1_coalesced", n)),
              args=lambda: (x, f32(n), np.int32(n))),
-        dict(file="copy", kernel="copy_v2_strided", grid=n // 256, block=256, tag="stride 2",
-             args=lambda: (x, f32(n), np.int32(n), np.int32(2))),
-        dict(file="copy", kernel="copy_v2_strided", grid=n // 256, block=256, tag="stride 32",
-             args=lambda: (x, f32(n), np.int32(n), np.int32(32))),
     ]
-    for name in ("transpose_v1_naive", "transpose_v2_shared", "transpose_v3_padded"):
-        out.append(dict(file="transpose", kernel=name, grid=(m // 32, m // 32), block=(32, 8),
+    for stride in (2, 32):
+        out.append(dict(file="copy", kernel="copy_v2_strided", tag=f"stride {stride}",
+                        **shape(copy_cu.launch("copy_v2_strided", n, stride=stride)),
+                        args=lambda stride=stride: (x, f32(n), np.int32(n), np.int32(stride))))
+    grid, block = transpose_cu.launch_config(m, m)
+    for name in transpose_cu.VERSIONS:
+        out.append(dict(file="transpose", kernel=name, grid=grid, block=block,
                         args=lambda: (a, f32(m, m), np.int32(m), np.int32(m))))
+    grid, block = matmul_cu.launch_config("matmul_v3_shared", k, k)
     out += [
-        dict(file="reduce", kernel="reduce_v2_shared_tree", grid=n // 256, block=256,
-             shared=256 * 4, args=lambda: (x, f32(1), np.int32(n))),
-        dict(file="matmul", kernel="matmul_v3_shared", grid=(k // 32, k // 32), block=(32, 32),
+        dict(file="reduce", kernel="reduce_v2_shared_tree",
+             **shape(reduce_cu.launch("reduce_v2_shared_tree", n)),
+             args=lambda: (x, f32(1), np.int32(n))),
+        dict(file="matmul", kernel="matmul_v3_shared", grid=grid, block=block,
              args=lambda: (A, B, f32(k, k), np.int32(k), np.int32(k), np.int32(k))),
-        dict(file="histogram", kernel="histogram_v1_global_atomics", grid=64, block=256,
-             tag="skewed", args=lambda: (skewed, np.zeros(256, np.uint32), np.int32(n))),
+        dict(file="histogram", kernel="histogram_v1_global_atomics", tag="skewed",
+             **shape(histogram_cu.launch("histogram_v1_global_atomics", n, blocks=64)),
+             args=lambda: (skewed, np.zeros(256, np.uint32), np.int32(n))),
     ]
     for c in out:
         c.setdefault("shared", 0)
