@@ -41,6 +41,7 @@ def test_cache_line_and_sector_models():
     assert w["sectors"] == 32 and w["moved_bytes"] == 1024 and w["requested_bytes"] == 128
 
 
+@pytest.mark.cpu_check
 def test_cpu_stride_sweep_checks_then_measures():
     r = strided.cpu_stride_sweep(strides=(1, 4, 32), footprint_bytes=2 * MiB, min_time_s=0.01)
     assert r["strides"] == [1, 4, 32] and len(r["gbps"]) == 3 and min(r["gbps"]) > 0
@@ -55,6 +56,7 @@ def test_numpy_strided_copy_matches_the_kernel_order():
     assert np.array_equal(src, dst)
 
 
+@pytest.mark.cpu_check
 def test_copy_kernels_on_the_emulator():
     r = ch1.check_copy_kernels(sizes=(1, 33, 257), strides=(None, 1, 3, 32), block=96)
     assert r["cases"] == 12 and r["where"] == "CPU emulator"
@@ -77,6 +79,7 @@ def test_copy_explorer_and_precision():
     assert bits.dtype == np.uint16 and bits[0] == 0x3FC0
 
 
+@pytest.mark.cpu_check
 def test_transfer_vs_compute_and_sweep():
     r = ch1.transfer_vs_compute(gpu="L4", nbytes=MiB, matmul_n=128, min_time_s=0.01)
     add, mm = r["rows"]
@@ -88,6 +91,7 @@ def test_transfer_vs_compute_and_sweep():
     assert s["ratio"][-1] > 30  # HBM is far faster than PCIe
 
 
+@pytest.mark.cpu_check
 def test_rooflines():
     c = rooflines.cpu_ceilings(copy_bytes=2 * MiB, matmul_sizes=(64, 96), min_time_s=0.01)
     r = rooflines.cpu_roofline(c, n=1 << 16, matmul_n=64, min_time_s=0.01)

@@ -49,6 +49,7 @@ def test_zero_copy_wins_only_for_a_single_read():
 
 # --------------------------------------------------------------------------- loops
 
+@pytest.mark.cpu_check
 def test_the_three_loops_train_to_the_same_weights():
     ch2.check_loops({"batches": 3, "batch": 16, "features": 12, "hidden": 8, "classes": 3})
 
@@ -81,6 +82,7 @@ def test_tile_access_conflicts(tile, padded, read, write):
         assert set(m["read_banks"]) == {0} and m["write_banks"] == list(range(32))
 
 
+@pytest.mark.cpu_check
 def test_transpose_versions_pass_on_the_emulator_and_the_trace_finds_the_conflict():
     transpose.check_transpose(32)
     transpose.check_transpose(16, shapes=((1, 1), (17, 33), (40, 9)))
@@ -109,6 +111,7 @@ def test_transpose_summary_uses_the_faster_copy_as_ceiling():
 
 # --------------------------------------------------------------------------- allocation
 
+@pytest.mark.cpu_check
 def test_allocation_versions_agree_and_are_counted():
     allocation.check_allocation_versions(n=10_007)
     res = ch2.allocation_experiment(n=1 << 16, min_time_s=0.01)

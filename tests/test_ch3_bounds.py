@@ -41,6 +41,7 @@ def _orders(rows):
             (3, torch.arange(rows - 1, -1, -1), 2)]
 
 
+@pytest.mark.cpu_check
 @pytest.mark.parametrize("width, depth, rows", [(data.CHECK_WIDTH, data.CHECK_DEPTH, 74),
                                                 (data.CHECK_WIDTH, data.PIPE_DEPTH, 31)])
 def test_the_gradient_bound_holds_in_float32_for_every_order(width, depth, rows):

@@ -45,6 +45,7 @@ def test_block_size_point_changes_with_the_slider(sweep):
     assert "model" in fa.axes[0].get_title() and "model" in fa.axes[2].get_title()
 
 
+@pytest.mark.cpu_check
 def test_saxpy_check_catches_a_wrong_kernel(monkeypatch):
     bad = gc.kernels.from_source(r"""
 extern "C" __global__ void saxpy_v1_one_per_thread(float a, const float* x, float* y, int n) {
@@ -68,6 +69,7 @@ def test_divergence_model_and_lanes():
     assert sorted(divergence_cu.element_of_thread("divergence_v2_per_warp", g)) == list(g)
 
 
+@pytest.mark.cpu_check
 def test_divergence_kernels_checked():
     assert warp_divergence.check_divergence(sizes=(65, 130), blocks=(64,)) == 6
     res = ch4.divergence()
@@ -96,6 +98,7 @@ def test_pipeline_formula_matches_the_model():
         assert models.stream_timeline(k, h, c, d, chunks=k).total == pytest.approx(want)
 
 
+@pytest.mark.cpu_check
 def test_histogram_checked_and_contention():
     assert atomics.check_histogram(sizes=(1, 4099), blocks=(100,)) == 8
     uni = atomics.contention(atomics.histogram_data(1 << 14, 0.0))
@@ -117,6 +120,7 @@ def test_histogram_point_and_figure():
         atomics.histogram_data(10, 1.5)
 
 
+@pytest.mark.cpu_check
 def test_reduce_ladder_checked():
     assert reduce_ladder.check_reduce(sizes=(1, 33, 1001)) == 3 * len(reduce_cu.VERSIONS)
     assert reduce_cu.VERSIONS[0].startswith("reduce_v1")

@@ -21,6 +21,7 @@ pytestmark = pytest.mark.skipif(gc.device.is_cuda(), reason="CPU-path tests")
 
 # --------------------------------------------------------------------------- matmul.cu
 
+@pytest.mark.cpu_check
 def test_every_matmul_version_is_right_on_the_emulator():
     table = ch5.check_matmul()
     assert len(table.rows) == len(sgemm.CHECK_SHAPES)
@@ -95,6 +96,7 @@ def test_cpu_threads_restores_the_thread_count():
 
 # --------------------------------------------------------------------------- conv
 
+@pytest.mark.cpu_check
 def test_conv_versions_agree_and_are_timed():
     cfg = {"batch": 2, "channels": 4, "size": 9, "out_channels": 6, "kernel": 3}
     res = ch5.conv_ladder(cfg, min_time_s=0.01)
@@ -105,6 +107,7 @@ def test_conv_versions_agree_and_are_timed():
         ch5.cudnn_benchmark_mode()
 
 
+@pytest.mark.cpu_check
 def test_cudnn_benchmark_mode_checks_then_times_both_modes_on_the_cpu_stand_in():
     """Its GPU run is the only other caller: the same steps on the CPU, where the switch does
     nothing (so no figure is looked at), at awkward shapes with a stride."""
@@ -133,6 +136,7 @@ def test_crossover_interpolates_on_log_axes():
     assert sparse.crossover_density(d, [1.0, 2.0, 3.0], 10.0) is None     # sparse always wins
 
 
+@pytest.mark.cpu_check
 def test_sparse_sweep_checks_and_finds_a_crossover_or_says_why():
     s = ch5.sparse_sweep(n=256, k=16, densities=(0.002, 0.05, 0.6), min_time_s=0.01)
     assert len(s["sparse_s"]) == 3 and s["dense_s"] > 0
@@ -169,6 +173,7 @@ def test_fusion_counts_bytes_and_checks_versions():
         assert t.p80_s * 1e3 - 1e-12 <= note.xy[0] < fig.axes[0].get_xlim()[1]
 
 
+@pytest.mark.cpu_check
 def test_chain_versions_match_the_reference():
     import torch
 
@@ -194,6 +199,7 @@ def test_precision_availability_on_the_cpu():
     assert "tf32" in dd.unavailable
 
 
+@pytest.mark.cpu_check
 def test_precision_sweep_measures_what_runs_and_lists_the_rest():
     res = ch5.precision_sweep(n=64, precisions=("fp32", "tf32", "bf16"), min_time_s=0.01)
     assert [t.label for t in res["timings"]] == ["fp32", "bf16"]

@@ -72,6 +72,7 @@ def test_gradient_histogram_is_mostly_below_fp16_normal(results):
     assert sum(g["activations_hist"]) + g["activations_zero"] > 0
 
 
+@pytest.mark.cpu_check
 def test_int8_linear_matches_fp32_on_awkward_shapes():
     torch.manual_seed(0)
     for rows, fin, fout in ((1, 13, 7), (5, 64, 10), (33, 100, 17)):
@@ -99,6 +100,7 @@ def test_int8_inference_keeps_accuracy_and_shrinks_the_model(results):
     assert all(row["output rel. error"] < 0.05 for row in r["rows"])
 
 
+@pytest.mark.cpu_check
 def test_check_int8_rejects_a_broken_model():
     model = data.trained_classifier(dev="cpu")
     broken = int8.int8_model(model)
@@ -107,6 +109,7 @@ def test_check_int8_rejects_a_broken_model():
         int8.check_int8(model, broken, data.make_dataset().x_test[:256])
 
 
+@pytest.mark.cpu_check
 def test_amp_training_checks_and_counts_memory():
     r = ch6.amp_training(("fp32", "bf16"), tokens=32, d=64, min_time_s=0.01)
     rows = {row["precision"]: row for row in r["rows"]}
@@ -201,6 +204,7 @@ def test_autocast_dtypes_takes_a_precision_name_as_well():
     assert str(ch6.autocast_dtypes("bf16")) == str(ch6.autocast_dtypes(torch.bfloat16))
 
 
+@pytest.mark.cpu_check
 def test_a_low_precision_square_matmul_is_checked_against_float64_before_timing():
     for name, rtol in precision.LOW_PRECISION_MATMUL_RTOL.items():
         a = torch.randn(67, 67, generator=torch.Generator().manual_seed(1)).to(

@@ -4,6 +4,9 @@ import pytest
 from gpucourse import check
 from gpucourse.experiments import cpu
 
+#: make test-cpu-checks runs this whole file (AVX2 cap, one core).
+pytestmark = pytest.mark.cpu_check
+
 
 @pytest.mark.parametrize("n", [1, 3, 4099, 1 << 16])
 def test_dot_on_every_core_counts_each_array_once(n):

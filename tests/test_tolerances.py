@@ -22,6 +22,9 @@ from gpucourse.kernels import reduce as reduce_cu
 from gpucourse.kernels.shape import Launch
 from gpucourse.kernels import matmul
 
+#: make test-cpu-checks runs this whole file (AVX2 cap, one core).
+pytestmark = pytest.mark.cpu_check
+
 U = precision.U32
 
 
