@@ -1,6 +1,6 @@
 """Chapter 4's GPU-only code on the CPU: gpu_check() says it needs a GPU, and the block-size
 sweep's GPU path runs on the fake CUDA device (tests/fakecuda), where its timings mean nothing.
-The full gpu_check() on the fake GPU is in test_gpu_paths_fake_cuda.py."""
+The full gpu_check() on the fake GPU is in test_fake_gpu.py."""
 import pytest
 
 import gpucourse as gc

@@ -112,3 +112,120 @@ def assert_jsonable(result) -> None:
     from gpucourse import reference
 
     json.dumps(reference.jsonable(result))  # what tools/gpu_check.py writes
+
+
+# --------------------------------------------------------------------------- chapters at small sizes
+# The tests' tiny problem sizes (the real ones are many times the H200's 60 MiB L2); the code
+# paths stay the real ones. Chapters 1 and 4 share one set, chapters 2 and 5 another (each
+# set caps device.bandwidth_buffer_bytes its own way).
+
+CH1_BUFFER_BYTES = 1 << 18
+CH1_MATMUL_N = 96
+CH4_SWEEP_N = 1 << 15
+CH4_HISTOGRAM_N = 1 << 15
+CH4_DIVERGENCE_N = 1 << 13
+CH4_STREAMS_BYTES = 1 << 17  # 32 chunks of 1024 floats
+CH4_REDUCTION_N = 1 << 16
+CH2_TRANSPOSE_SIDE = 256
+CH2_ALLOC_N = 1 << 15
+CH2_POOL_MIB = 4
+CH5_SGEMM_N = 128  # one 128 x 128 tile of v5/v6, two column blocks of the tuned 128 x 64 tile
+CH5_FUSION_N = 1 << 14
+CH5_SPARSE_N = 256
+CH5_PRECISION_N = 64
+
+
+def small_ch1_ch4(mp) -> None:
+    """Chapters 1 and 4 at the tests' tiny sizes."""
+    from gpucourse import device
+    from gpucourse.experiments import ch4
+    from gpucourse.experiments.ch1 import rooflines as ch1_rooflines
+    from gpucourse.experiments.ch4 import block_size
+
+    capped(mp, device, "bandwidth_buffer_bytes", CH1_BUFFER_BYTES)
+    shrink_defaults(mp, ch1_rooflines.gpu_roofline, matmul_n=CH1_MATMUL_N)
+    capped(mp, block_size, "default_sweep_n", CH4_SWEEP_N)
+    shrink_defaults(mp, ch4.histogram, n=CH4_HISTOGRAM_N)
+    shrink_defaults(mp, ch4.divergence, n=CH4_DIVERGENCE_N)
+    shrink_defaults(mp, ch4.streams, nbytes=CH4_STREAMS_BYTES)
+    shrink_defaults(mp, ch4.reduction, n=CH4_REDUCTION_N)
+
+
+def small_ch2_ch5(mp) -> None:
+    """Chapters 2 and 5 at the tests' tiny sizes."""
+    from gpucourse import device
+    from gpucourse.experiments import ch2, ch5
+    from gpucourse.experiments.ch2 import allocation as ch2_allocation
+    from gpucourse.experiments.ch2 import transpose as ch2_transpose
+
+    capped(mp, ch2_transpose, "transpose_side", CH2_TRANSPOSE_SIDE)
+    mp.setattr(ch2_allocation, "ALLOC_N_GPU", CH2_ALLOC_N)
+    shrink_defaults(mp, ch2.pool_demo, mib=CH2_POOL_MIB)
+    capped(mp, ch5.sgemm, "default_sgemm_n", CH5_SGEMM_N)
+    real_sgemm = ch5.sgemm.sgemm_ladder
+
+    def sgemm_at_most(n=None, *args, **kwargs):
+        # gpu_check asks for 4096³ by a literal argument: the real ladder runs, smaller.
+        return real_sgemm(min(n or ch5.sgemm.default_sgemm_n(), CH5_SGEMM_N), *args, **kwargs)
+
+    # where gpu_check and the size widget look it up
+    mp.setattr(ch5.sgemm, "sgemm_ladder", sgemm_at_most)
+    # The fusion's CuPy rows run on the (fake) GPU, so it takes the GPU size rule; PyTorch
+    # is on the CPU here, so the sparse sweep takes the CPU sizes.
+    capped(mp, device, "bandwidth_buffer_bytes", 4 * CH5_FUSION_N)
+    mp.setitem(ch5.sparse.SPARSE_CPU, "n", CH5_SPARSE_N)
+    mp.setitem(ch5.sparse.SPARSE_GPU, "n", CH5_SPARSE_N)
+    shrink_defaults(mp, ch5.precision_sweep, n=CH5_PRECISION_N)
+
+
+@contextlib.contextmanager
+def small_fake_gpu(shrink):
+    """The fake GPU with ``shrink`` (small_ch1_ch4 or small_ch2_ch5) applied; yields cupy."""
+    with installed() as (cp, mp):
+        shrink(mp)
+        yield cp
+
+
+# --------------------------------------------------------------------------- results' shapes
+
+def drawn(fig) -> None:
+    """Render a figure (as a notebook would show it)."""
+    import io
+
+    fig.savefig(io.BytesIO(), format="png", dpi=30)
+
+
+def timings_ok(timings, labels) -> None:
+    """Timing dicts (or Timings) with these labels, every one with finite samples."""
+    from gpucourse import bench
+
+    ts = [bench.Timing.from_dict(t) if isinstance(t, dict) else t for t in timings]
+    assert [t.label for t in ts] == list(labels)
+    for t in ts:
+        assert t.count >= 1 and all_finite(t.samples_s), t.label
+
+
+def as_reference_data(mp, tmp_path, section: str, result: dict):
+    """Write ``result`` as reference data of the fake H200 (as make gpu-check does, into a
+    temporary folder), and make it the only reference data the course sees."""
+    from gpucourse import reference
+
+    path = reference.write({section: result}, gpu="NVIDIA H200",
+                           command="python tools/gpu_check.py (fake GPU)", folder=tmp_path)
+    real_load = reference.load
+    mp.setattr(reference, "available", lambda folder=None: [real_load(path)])
+    return path
+
+
+def gpu_check_as_reference_data(chapter, shrink, assert_result, thresholds: int, capsys, mp,
+                                tmp_path) -> dict:
+    """``chapter.gpu_check()`` on the fake GPU: its result's shape, make gpu-check's one line
+    per threshold, then the result made the only reference data the course sees."""
+    with small_fake_gpu(shrink):
+        r = chapter.gpu_check()
+    assert_result(r)
+    n = chapter.__name__.rsplit("ch", 1)[1]
+    lines = thresholds_printed(capsys, {n: r})
+    assert len(lines) == thresholds and all(" PASS " in l or " FAIL " in l for l in lines), lines
+    as_reference_data(mp, tmp_path, f"ch{n}", r)
+    return r

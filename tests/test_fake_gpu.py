@@ -1,23 +1,20 @@
-"""SMOKE TEST of the GPU-only code paths on a FAKE CUDA device: not a measurement.
+"""The fake CUDA GPU itself (tests/fakecuda) and what runs across chapters on it:
+bench's CUDA-event timer and L2 flusher, the buffer-size rule, ``gpu_check()`` of chapters 1
+and 4 saved as reference data and read back by the CPU figures, and the in-process steps of
+``tools/gpu_check.py``. A SMOKE TEST on a FAKE CUDA device: not a measurement.
 
-CI has no GPU, so code that runs only when CuPy drives a GPU (``gpu_check()`` of chapters 1
-and 4, ``gpu_stride_sweep``, ``gpu_roofline``, ``_measure_streams``, the GPU branches of the
-block-size sweep, histogram, divergence and reduction ladder, bench's CUDA-event timer and L2
-flusher, the kernels' CuPy launch path, ``device._describe_cuda``, and the in-process steps of
-``tools/gpu_check.py``) would otherwise first run on a rare GPU session. Here it runs against
-``tests/fakecuda``: a fake ``cupy`` that reports an NVIDIA H200, runs the real ``.cu`` kernels
-on the course's CPU emulator (so the code's own correctness checks run on real results) and
-refuses host/device mix-ups as CuPy does.
+The fake ``cupy`` reports an NVIDIA H200, runs the real ``.cu`` kernels on the course's CPU
+emulator (so the code's own correctness checks run on real results) and refuses host/device
+mix-ups as CuPy does; PyTorch is a CPU build here, so the experiments that need PyTorch on the
+GPU skip themselves and the tests check that the results say so. Only shapes are asserted:
+keys, lengths, finite numbers, threshold records; the fake's timings are host times of an
+emulator and mean nothing. Problem sizes are shrunk (fakecuda/testing.py), never the code paths.
 
-These tests only say that the code runs and returns results of the right shape: keys,
-lengths, finite numbers, threshold records. The fake's timings are host times of an emulator
-and mean nothing; no test looks at a timing's size or at whether a GPU threshold passed.
-Problem sizes are shrunk by patching the size helpers and defaults, never the code paths.
-Chapters 2 and 5 are in test_gpu_paths_fake_cuda_ch2_ch5.py; the fixture helpers both use are
-in fakecuda/testing.py.
+Each chapter's own GPU branches are in tests/test_chN_fake_gpu.py.
 """
 from __future__ import annotations
 
+import ctypes
 import inspect
 import json
 import sys
@@ -26,50 +23,29 @@ import numpy as np
 import pytest
 
 import fakecuda
-from fakecuda.testing import (all_finite, assert_jsonable, assert_threshold, capped, finite,
-                              installed, shrink_defaults)
+from fakecuda.testing import (CH1_BUFFER_BYTES, CH1_MATMUL_N, CH4_DIVERGENCE_N,
+                              CH4_HISTOGRAM_N, CH4_REDUCTION_N, CH4_STREAMS_BYTES, CH4_SWEEP_N,
+                              all_finite, assert_jsonable, assert_threshold, finite, installed,
+                              small_ch1_ch4, small_fake_gpu)
 from gpucourse import bench, device, kernels, reference, specs
 from gpucourse.errors import CompileError, LaunchError
-from gpucourse.experiments import ch1, ch4
-from gpucourse.experiments.ch1 import common as ch1_common, rooflines as ch1_rooflines
-from gpucourse.experiments.ch1 import strided as ch1_strided
+from gpucourse.experiments import ch1, ch4, ch5
+from gpucourse.experiments.ch1 import common as ch1_common
 from gpucourse.experiments.ch2 import transpose as ch2_transpose
 from gpucourse.experiments.ch4 import block_size
 from gpucourse.kernels import divergence as divergence_cu
 from gpucourse.kernels import reduce as reduce_cu
 
-# Tiny problem sizes (the real ones are many times the H200's 60 MiB L2).
-CH1_BUFFER_BYTES = 1 << 18
-CH1_MATMUL_N = 96
-CH4_SWEEP_N = 1 << 15
-CH4_HISTOGRAM_N = 1 << 15
-CH4_DIVERGENCE_N = 1 << 13
-CH4_STREAMS_BYTES = 1 << 17  # 32 chunks of 1024 floats
-CH4_REDUCTION_N = 1 << 16
 TOOL_N, TOOL_SIDE = 1 << 15, 128
 OFF_GRID_BLOCK = 160  # a block size that kernels.BLOCK_SIZES does not hold
 
 
-def _small_ch1_ch4(mp) -> None:
-    """Chapters 1 and 4 at the test's tiny sizes (the code paths stay the real ones)."""
-    capped(mp, device, "bandwidth_buffer_bytes", CH1_BUFFER_BYTES)
-    shrink_defaults(mp, ch1_rooflines.gpu_roofline, matmul_n=CH1_MATMUL_N)
-    capped(mp, block_size, "default_sweep_n", CH4_SWEEP_N)
-    shrink_defaults(mp, ch4.histogram, n=CH4_HISTOGRAM_N)
-    shrink_defaults(mp, ch4.divergence, n=CH4_DIVERGENCE_N)
-    shrink_defaults(mp, ch4.streams, nbytes=CH4_STREAMS_BYTES)
-    shrink_defaults(mp, ch4.reduction, n=CH4_REDUCTION_N)
-
-
 @pytest.fixture
 def fake_gpu():
-    """The fake CUDA GPU, installed for one test and fully removed afterwards."""
-    with installed() as (cp, mp):
-        _small_ch1_ch4(mp)
+    """The fake CUDA GPU (chapters 1 and 4 at small sizes), for one test."""
+    with small_fake_gpu(small_ch1_ch4) as cp:
         yield cp
 
-
-# --------------------------------------------------------------------------- helpers
 
 def _assert_ch1_result(r) -> None:
     assert set(r) >= {"device", "timing", "stride_sweep", "checks", "roofline", "passed"}
@@ -191,7 +167,51 @@ def test_the_fake_keeps_host_and_device_arrays_apart(fake_gpu):
                             name="bad.cu")
 
 
-# --------------------------------------------------------------------------- chapter checks
+def test_the_fake_pools_memory_and_runs_elementwise_kernels_and_sparse_products(fake_gpu):
+    cp = fake_gpu
+    pool = cp.get_default_memory_pool()
+    pool.free_all_blocks()
+    used, held = pool.used_bytes(), pool.total_bytes()
+    x = cp.empty(1 << 16, dtype=cp.float32)
+    assert pool.used_bytes() - used == x.nbytes
+    del x
+    assert pool.used_bytes() == used and pool.total_bytes() - held == 1 << 18  # cached
+    pool.free_all_blocks()
+    assert pool.total_bytes() == used
+    cp.cuda.set_allocator(None)  # no pool: not counted
+    y = cp.empty(1 << 16, dtype=cp.float32)
+    assert pool.used_bytes() == used
+    cp.cuda.set_allocator(pool.malloc)
+    del y
+
+    ek = cp.ElementwiseKernel("float32 x", "float32 y", ch5.kernel_fusion.CUPY_CHAIN, "chain")
+    host = np.linspace(-2, 2, 1003, dtype=np.float32)
+    got = ek(cp.asarray(host))
+    assert type(got).__module__ == "cupy"
+    np.testing.assert_allclose(got.get(), ch5.kernel_fusion.chain_numpy(host), rtol=1e-5, atol=1e-5)
+    with pytest.raises(TypeError):
+        ek(host)  # a NumPy array, as with CuPy
+    with pytest.raises(TypeError):
+        ek(cp.asarray(host.astype(np.float64)))  # the fake does not cast
+
+    import cupyx.scipy.sparse as cps
+
+    dense = np.where(np.arange(60).reshape(6, 10) % 7 == 0, 1.5, 0.0).astype(np.float32)
+    s = cps.csr_matrix(cp.asarray(dense))
+    assert s.nnz == np.count_nonzero(dense)
+    b = np.arange(30, dtype=np.float32).reshape(10, 3)
+    np.testing.assert_allclose(cp.asnumpy(s @ cp.asarray(b)), dense @ b)
+    with pytest.raises(TypeError):
+        s @ b
+
+    dst = cp.zeros(8, dtype=cp.float32)
+    src = np.arange(8, dtype=np.float32)
+    dst.data.copy_from_host_async(ctypes.c_void_p(src.ctypes.data), 32, cp.cuda.Stream())
+    assert np.array_equal(dst.get(), src)
+    assert float(cp.linalg.norm(cp.asarray(np.array([3.0, 4.0])))) == 5.0
+
+
+# --------------------------------------------------------------------------- across chapters
 
 def test_what_the_gpu_checks_record_is_what_the_cpu_figures_read(reference_folder):
     """gpu_check() results, saved as reference data the way make gpu-check saves them, feed the
@@ -202,7 +222,7 @@ def test_what_the_gpu_checks_record_is_what_the_cpu_figures_read(reference_folde
     from gpucourse.plot import ch4 as plot4
 
     with installed() as (cp, mp):
-        _small_ch1_ch4(mp)
+        small_ch1_ch4(mp)
         results = {"ch1": ch1.gpu_check(), "ch4": ch4.gpu_check()}
     _assert_ch1_result(results["ch1"])
     _assert_ch4_result(results["ch4"])
@@ -324,63 +344,6 @@ def test_gpu_check_tool_keeps_what_it_measured_when_later_steps_fail(fake_gpu, m
     assert results["ch1"]["_provenance"]["command"] == record["command"]
     assert results["ch4"]["_provenance"]["command"] == "an earlier run"
     assert results["kernels"]["rows"][0]["gbps"] == 4000.0
-
-
-# --------------------------------------------------------------------------- other GPU branches
-
-def test_other_ch1_gpu_branches_run_on_the_fake_gpu(fake_gpu):
-    kc = ch1.check_copy_kernels()
-    assert kc["where"] == "GPU" and kc["cases"] == 7 * 5
-    launch = ch1_strided.copy_at_block_size(stride=2, block_size=128)
-    assert launch["where"] == "GPU" and finite(launch["gbps"])
-    explorer = ch1.copy_explorer(stride=4, block_size=64)
-    assert explorer["gpu"] == "H200" and finite(explorer["launch"]["gbps"])
-    prec = ch1.precision_bandwidth("bf16", stride=4, min_time_s=0.01)
-    assert prec["device"] == "NVIDIA H200"
-    assert [(row["precision"], row["stride"]) for row in prec["rows"]] == [
-        ("fp32", 1), ("fp32", 4), ("bf16", 1), ("bf16", 4)]
-    assert all(finite(row["gbps"]) for row in prec["rows"])
-    seen = []
-    sweep = ch1.stride_sweep(progress=seen.append)  # dispatches to gpu_stride_sweep
-    assert "coalesced_versions" in sweep and seen[-1] == 1.0
-    assert ch1.roofline()["kind"] == "measured"  # dispatches to gpu_roofline
-
-
-def test_other_ch4_gpu_branches_run_on_the_fake_gpu(fake_gpu):
-    sweep = ch4.block_size_sweep(block_sizes=(64, 256), min_time_s=0.01)
-    assert sweep["measured"]["method"] == "CUDA events" and sweep["regs_source"] == "compiled kernel"
-    assert len(sweep["measured"]["gbps"]) == 2 and finite(sweep["measured"]["copy_gbps"])
-    point = ch4.block_size_point(256, sweep, min_time_s=0.01)
-    assert finite(point["point"]["measured"]["gbps"])
-    hp = ch4.histogram_point(0.5, n=1 << 12, min_time_s=0.01)
-    assert hp["n"] == 1 << 12 and len(hp["measured"]["speedup"]) == 1
-    st = ch4.streams(n_streams=2, chunks=8, nbytes=1 << 15)
-    assert st["kind"] == "measured" and st["gpu"] == "NVIDIA H200"
-    assert len(st["multi"]["ops"]) == 3 * 8
-    x = fake_gpu.random.random(1000, dtype=fake_gpu.float32)
-    for v in reduce_cu.VERSIONS:
-        got = float(reduce_cu.run(v, x, 1000, sm_count=132).get()[0])
-        assert got == pytest.approx(float(fake_gpu.sum(x, dtype=fake_gpu.float64)), rel=1e-4), v
-
-
-def test_the_reduction_ladder_needs_cupy_only_on_a_gpu(fake_gpu, monkeypatch):
-    """A machine with CuPy and no PyTorch at all: the ladder and cupy.sum are timed, torch.sum
-    is left out (as where PyTorch has no CUDA)."""
-    monkeypatch.setitem(sys.modules, "torch", None)  # import torch raises ImportError
-    device.torch_cuda_works.cache_clear()
-    try:
-        red = ch4.reduction(n=1 << 12, min_time_s=0.01)
-    finally:
-        device.torch_cuda_works.cache_clear()
-    assert [t["label"] for t in red["measured"]] == [*reduce_cu.VERSIONS, "ref: cupy.sum"]
-
-
-def test_with_one_copy_engine_the_streams_bound_is_both_copies_in_turn(fake_gpu, monkeypatch):
-    monkeypatch.setitem(fakecuda.PROPERTIES, "asyncEngineCount", 1)
-    st = ch4.streams(n_streams=2, chunks=4, nbytes=1 << 15)
-    assert st["copy_engines"] == 1 and st["duplex_s"] is None  # nothing to measure together
-    assert st["copy_s"] == st["h2d_s"] + st["d2h_s"]
-    assert st["bound_s"] == max(st["copy_s"], st["compute_s"])
 
 
 def test_bench_times_with_cuda_events_and_flushes_l2_on_the_fake_gpu(fake_gpu):
