@@ -159,3 +159,12 @@ def test_nvcc_compiles_every_kernel_file(path, arch, defines, tmp_path):
 def test_register_count_is_a_gpu_compiler_figure():
     """The emulator has no register file: num_regs is None there, never a made-up count."""
     assert gk.load("saxpy", backend="cpu").saxpy_v1_one_per_thread.num_regs is None
+
+
+def test_launch_checks_and_paths_have_one_home():
+    """kernels exports loading and the homes; the launch checks live in emulator.launch, the
+    kernel folder in paths."""
+    for name in ("check_launch", "check_args", "format_dims", "Limits", "EMULATOR_LIMITS",
+                 "ceil_div", "KERNEL_DIR"):
+        assert not hasattr(gk, name), name
+    assert set(gk.__all__) <= set(dir(gk))

@@ -93,3 +93,10 @@ def test_chapter_1_summary_names_a_kernel_changed_since_its_reference_run(refere
     now = ref.kernel_fingerprints()
     monkeypatch.setattr(ref, "kernel_fingerprints", lambda: {**now, "copy.cu": "f" * 12})
     assert "(with earlier versions of copy.cu than this course has now)" in ch1.reference_summary()
+
+
+def test_the_reference_folder_has_one_home():
+    from gpucourse import paths
+
+    assert not hasattr(ref, "FOLDER")  # paths.REFERENCE_DIR is the one
+    assert ref.available() == ref.available(paths.REFERENCE_DIR)
