@@ -10,7 +10,7 @@ import importlib
 __version__ = "0.1.0"
 
 _SUBMODULES = ("device", "errors", "bench", "check", "specs", "models", "kernels", "emulator",
-               "experiments", "plot", "widgets", "reference", "profiler")
+               "experiments", "plot", "widgets", "reference", "profiler", "draw")
 
 
 def __getattr__(name):

@@ -1,0 +1,263 @@
+"""Pictures of what each thread of a kernel touched, drawn from an emulator run.
+
+``gc.draw(kernel, grid, block, args)`` runs the launch once on the CPU emulator under the
+profiler's tracer (:func:`gpucourse.profiler.trace.trace`) and draws every array the kernel
+touched, kernel arguments and ``__shared__`` arrays alike, one cell per element::
+
+    mod = gc.kernels.from_source(code)
+    gc.draw(mod.copy_strided, 1, 32, (x, y, np.int32(32)))
+
+A cell's colour is the warp of the thread that wrote it (light: only read), its number the
+thread (``blockIdx.x * blockDim.x + threadIdx.x`` for a 1-D launch) and a small ``xk``
+the number of reads. Edges mark trouble: orange, an element of an uncoalesced global
+request (its warp touched more 32-byte sectors than its bytes need); purple, a shared-memory
+request with a bank conflict; red cells past an array's end, accesses out of bounds.
+Arrays of up to ``max_elements`` are drawn whole; beyond that one block is drawn (and the
+cells it touched). On a GPU the picture still comes from the emulator run of the same
+source: the addresses are the kernel's, not the hardware's.
+
+``gc.draw(trace)`` draws a trace made before; ``draw(..., arrays=["x", "tile"])`` picks
+arrays and their order.
+"""
+from __future__ import annotations
+
+import sys
+import types
+
+import numpy as np
+from matplotlib.collections import LineCollection
+from matplotlib.colors import to_rgb
+from matplotlib.patches import Patch
+
+from . import plot
+from .errors import InputError
+from .profiler.trace import KIND_NAMES, Trace, trace
+
+__all__ = ["draw", "MAX_ELEMENTS", "WRAP"]
+
+#: Elements drawn whole; larger launches are drawn one block at a time.
+MAX_ELEMENTS = 4096
+#: Cells per row of a 1-D array: one warp's worth, 32 floats = one 128-byte line.
+WRAP = 32
+UNCOALESCED = "#ff7f0e"
+CONFLICT = "#9467bd"
+OUT_OF_BOUNDS = "#d62728"
+UNTOUCHED = "#f2f2f2"
+# Warps cycle through six colours that stay apart in light and dark shades.
+WARP_COLOURS = ["#1f77b4", "#2ca02c", "#8c564b", "#17becf", "#e377c2", "#bcbd22"]
+
+
+def draw(what, grid=None, block=None, args=None, shared_mem: int = 0, *, arrays=None,
+         block_index: int | None = None, max_elements: int = MAX_ELEMENTS, title: str | None = None):
+    """A figure of which thread read and wrote which element of each array (see the module)."""
+    if isinstance(what, Trace):
+        tr = what
+    else:
+        if grid is None or block is None or args is None:
+            raise InputError("draw(kernel, grid, block, args) needs the launch: pass the grid, "
+                             "the block and the arguments as for kernel(grid, block, args), or a "
+                             "trace from gc.profiler.trace.trace(...).")
+        tr = trace(what, grid, block, args, shared_mem)
+    names = [a.name for a in tr.arrays] if arrays is None else list(arrays)
+    for n in names:
+        tr.array(n)  # a name the kernel did not touch: one sentence
+    records = tr.records
+    shown_block = block_index
+    total = sum(tr.arrays[tr.array(n)].size for n in names)
+    if shown_block is None and tr.blocks > 1 and total > max_elements:
+        shown_block = int(records["block"].min()) if len(records) else 0
+    if shown_block is not None:
+        records = records[records["block"] == shown_block]
+    elif tr.blocks > 1 and len(records):
+        # Every block has its own shared memory: draw the first block's.
+        spaces = np.array([a.space == "shared" for a in tr.arrays] + [False])
+        first = int(records["block"].min())
+        records = records[~spaces[records["array"]] | (records["block"] == first)]
+    fig, axes = _figure(tr, names, records, max_elements)
+    for ax, n in zip(axes, names):
+        _panel(ax, tr, n, records, max_elements)
+    head = title or (f"What each thread touched: {tr.kernel}, grid {_dims(tr.grid)}, block "
+                     f"{_dims(tr.block)}" + (f", block {shown_block} shown" if shown_block is not None
+                                             and tr.blocks > 1 else ""))
+    sub = "recorded on the CPU emulator"
+    if tr.blocks > 1 and shown_block is None and any(tr.arrays[tr.array(n)].space == "shared"
+                                                     for n in names):
+        sub += "; __shared__ arrays: the first block's"
+    if tr.error:
+        sub += "\nthe launch stopped: " + (tr.oob_sentence() or tr.error.split(";")[0])[:120]
+    fig.suptitle(head + "\n" + sub, fontsize=plot.STYLE["axes.titlesize"])
+    _legend(fig, tr)
+    return fig
+
+
+def _dims(d) -> str:
+    d = tuple(d)
+    while len(d) > 1 and d[-1] == 1:
+        d = d[:-1]
+    return str(d[0]) if len(d) == 1 else "(" + ", ".join(map(str, d)) + ")"
+
+
+def _layout(info, lo: int, hi: int) -> tuple[int, int, int]:
+    """(first element, rows, columns) of the cells drawn for elements lo..hi-1."""
+    if len(info.shape) == 2 and info.shape[1] <= 64:
+        cols = info.shape[1]
+    else:
+        cols = min(WRAP, max(1, hi - lo))
+    first = (lo // cols) * cols
+    rows = max(1, -(-(hi - first) // cols))
+    return first, rows, cols
+
+
+def _span(tr, name, records, max_elements) -> tuple[int, int]:
+    """The elements to draw: the whole array, or what the shown records touched (plus any
+    out-of-bounds cells), at most ``max_elements``."""
+    info = tr.arrays[tr.array(name)]
+    r = records[records["array"] == tr.array(name)]
+    lo, hi = 0, info.size
+    if info.size > max_elements and len(r):
+        lo, hi = int(max(0, r["element"].min())), int(min(info.size, r["element"].max() + 1))
+        hi = min(hi, lo + max_elements)
+    if len(r):
+        hi = max(hi, min(int(r["element"].max()) + 1, hi + WRAP))  # room for out-of-bounds cells
+        lo = min(lo, max(int(r["element"].min()), lo - WRAP))
+    return lo, hi
+
+
+def _figure(tr, names, records, max_elements):
+    heights = []
+    for n in names:
+        lo, hi = _span(tr, n, records, max_elements)
+        _, rows, _ = _layout(tr.arrays[tr.array(n)], lo, hi)
+        heights.append(min(rows, 40) * 0.24 + 0.55)
+    fig, axes = plot.new_figure(len(names), 1, figsize=(9.0, sum(heights) + 1.3),
+                                gridspec_kw={"height_ratios": heights}, squeeze=False)
+    return fig, axes[:, 0]
+
+
+def _panel(ax, tr: Trace, name: str, records, max_elements: int) -> None:
+    idx = tr.array(name)
+    info = tr.arrays[idx]
+    r = records[records["array"] == idx]
+    lo, hi = _span(tr, name, records, max_elements)
+    first, rows, cols = _layout(info, lo, hi)
+    ncell = rows * cols
+    rgba = np.ones((rows, cols, 4))
+    rgba[..., :3] = to_rgb(UNTOUCHED)
+    thread = np.full(ncell, -1, np.int64)
+    reads = np.zeros(ncell, np.int64)
+    writers = np.zeros(ncell, np.int64)
+    bad = {"uncoalesced": set(), "conflict": set(), "oob": set()}
+    gt = tr.global_thread(r)
+    cell = r["element"] - first
+    inside = (cell >= 0) & (cell < ncell)
+    # Writes last so that a written cell shows its writer; reads count separately.
+    for kind in (0, 2, 1):
+        sel = inside & (r["kind"] == kind)
+        for c, t in zip(cell[sel], gt[sel]):
+            if kind == 0:
+                reads[c] += 1
+                if thread[c] < 0:
+                    thread[c] = t
+            else:
+                if writers[c] == 0 or kind == 1:
+                    thread[c] = t
+                writers[c] += 1
+    flag_unc = inside & (r["sectors"] > r["ideal_sectors"])
+    flag_conf = inside & (r["ways"] > 1)
+    flag_oob = inside & r["oob"]
+    bad["uncoalesced"] = set(cell[flag_unc].tolist())
+    bad["conflict"] = set(cell[flag_conf].tolist())
+    bad["oob"] = set(cell[flag_oob].tolist())
+    threads_per_warp_colour = 32
+    for c in np.flatnonzero(thread >= 0):
+        colour = np.array(to_rgb(WARP_COLOURS[(thread[c] // threads_per_warp_colour)
+                                              % len(WARP_COLOURS)]))
+        if writers[c] == 0:
+            colour = 0.6 + 0.4 * colour  # read only: a light shade of the warp's colour
+        rgba[c // cols, c % cols, :3] = colour
+    for c in bad["oob"]:
+        rgba[c // cols, c % cols, :3] = to_rgb(OUT_OF_BOUNDS)
+    # Cells past the array's end that nobody touched are left blank.
+    for c in range(ncell):
+        e = first + c
+        if (e < 0 or e >= info.size) and c not in bad["oob"]:
+            rgba[c // cols, c % cols, 3] = 0.0
+    ax.imshow(rgba, aspect="auto", interpolation="nearest",
+              extent=(-0.5, cols - 0.5, rows - 0.5, -0.5))
+    ax.grid(False)
+    ax.set_xticks(np.arange(-0.5, cols, 1), minor=True)
+    ax.set_yticks(np.arange(-0.5, rows, 1), minor=True)
+    ax.grid(which="minor", color="white", linewidth=0.6)
+    ax.tick_params(which="minor", length=0)
+    ax.set_xticks(range(0, cols, 8 if cols > 16 else 1))
+    step = max(1, rows // 8)
+    ax.set_yticks(range(0, rows, step))
+    ax.set_yticklabels([str(first + y * cols) for y in range(0, rows, step)], fontsize=7)
+    ax.tick_params(axis="x", labelsize=7)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    _outline(ax, bad["uncoalesced"] - bad["oob"], cols, UNCOALESCED)
+    _outline(ax, bad["conflict"], cols, CONFLICT)
+    if ncell <= 1024 and cols <= 64:
+        size = 6 if cols <= 32 else 4.5
+        for c in np.flatnonzero(thread >= 0):
+            y, x = divmod(int(c), cols)
+            label = str(thread[c]) + (f"×{reads[c]}" if reads[c] > 1 and ncell <= 256 else "")
+            ax.text(x, y, label, ha="center", va="center", fontsize=size,
+                    color="white" if writers[c] or c in bad["oob"] else "black")
+    ax.set_title(_caption(tr, info, r), fontsize=9, loc="left")
+
+
+def _outline(ax, cells, cols, colour) -> None:
+    if not cells:
+        return
+    segs = []
+    for c in sorted(cells):
+        y, x = divmod(int(c), cols)
+        x0, x1, y0, y1 = x - 0.45, x + 0.45, y - 0.45, y + 0.45
+        segs.append([(x0, y0), (x1, y0), (x1, y1), (x0, y1), (x0, y0)])
+    ax.add_collection(LineCollection(segs, colors=colour, linewidths=1.6))
+
+
+def _caption(tr, info, r) -> str:
+    kind = {"global": "kernel argument", "shared": "__shared__"}[info.space]
+    shape = "x".join(map(str, info.shape))
+    parts = [f"{info.name} ({kind}, {shape} elements of {info.itemsize} B):"]
+    for k, word in enumerate(KIND_NAMES):
+        sel = r[r["kind"] == k]
+        if len(sel):
+            parts.append(f"{len(sel):,} {word}s by {len(np.unique(tr.global_thread(sel))):,} threads")
+    if not len(r):
+        parts.append("not touched in the part shown")
+    notes = []
+    req = r[r["sectors"] > r["ideal_sectors"]]
+    if len(req):
+        notes.append(f"{len(np.unique(req['request']))} uncoalesced requests")
+    conf = r[r["ways"] > 1]
+    if len(conf):
+        notes.append(f"{len(np.unique(conf['request']))} requests with up to "
+                     f"{int(conf['ways'].max())}-way bank conflicts")
+    oob = r[r["oob"]]
+    if len(oob):
+        notes.append(f"{len(oob)} out of bounds")
+    return " ".join(parts[:1]) + " " + ", ".join(parts[1:]) + ("; " + ", ".join(notes) if notes else "")
+
+
+def _legend(fig, tr) -> None:
+    handles = [Patch(color=WARP_COLOURS[0], label="written (colour: its warp)"),
+               Patch(color=0.6 + 0.4 * np.array(to_rgb(WARP_COLOURS[0])), label="only read"),
+               Patch(facecolor="white", edgecolor=UNCOALESCED, linewidth=1.6,
+                     label="uncoalesced request"),
+               Patch(facecolor="white", edgecolor=CONFLICT, linewidth=1.6, label="bank conflict"),
+               Patch(color=OUT_OF_BOUNDS, label="out of bounds")]
+    fig.legend(handles=handles, loc="outside lower center", ncols=5, fontsize=7.5)
+
+
+class _CallableModule(types.ModuleType):
+    """``gc.draw(...)`` calls :func:`draw`; ``gpucourse.draw`` stays the module."""
+
+    def __call__(self, *args, **kwargs):
+        return draw(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
