@@ -202,7 +202,7 @@ def _panel(ax, tr: Trace, name: str, records, max_elements: int) -> None:
         size = 6 if cols <= 32 else 4.5
         for c in np.flatnonzero(thread >= 0):
             y, x = divmod(int(c), cols)
-            label = str(thread[c]) + (f"×{reads[c]}" if reads[c] > 1 and ncell <= 256 else "")
+            label = str(thread[c]) + (f"×{reads[c]}" if reads[c] > 1 and cols <= 16 else "")
             ax.text(x, y, label, ha="center", va="center", fontsize=size,
                     color="white" if writers[c] or c in bad["oob"] else "black")
     ax.set_title(_caption(tr, info, r), fontsize=9, loc="left")
@@ -222,7 +222,8 @@ def _outline(ax, cells, cols, colour) -> None:
 def _caption(tr, info, r) -> str:
     kind = {"global": "kernel argument", "shared": "__shared__"}[info.space]
     shape = "x".join(map(str, info.shape))
-    parts = [f"{info.name} ({kind}, {shape} elements of {info.itemsize} B):"]
+    banks = ", a column per bank" if info.space == "shared" and info.itemsize == 4 else ""
+    parts = [f"{info.name} ({kind}, {shape} elements of {info.itemsize} B{banks}):"]
     for k, word in enumerate(KIND_NAMES):
         sel = r[r["kind"] == k]
         if len(sel):

@@ -104,12 +104,12 @@ class Trace:
         return r["block"].astype(np.int64) * self.threads_per_block + r["thread"]
 
     def per_thread(self, space: str = "global") -> tuple[np.ndarray, np.ndarray]:
-        """(reads, writes) of each thread of the launch in ``space``; an atomic counts as both."""
+        """(reads, writes) of each thread of the launch in ``space``; an atomic is a write."""
         n = self.blocks * self.threads_per_block
         spaces = np.array([a.space == space for a in self.arrays] + [False])
         r = self.records[spaces[self.records["array"]]]
         t = self.global_thread(r)
-        reads = np.bincount(t[r["kind"] != 1], minlength=n)
+        reads = np.bincount(t[r["kind"] == 0], minlength=n)
         writes = np.bincount(t[r["kind"] != 0], minlength=n)
         return reads, writes
 
