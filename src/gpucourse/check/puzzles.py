@@ -109,15 +109,35 @@ def _check_budget(p, kernel, case) -> None:
                 f"{where} block {b} makes {int(per_block[b])} atomicAdd calls on *out where each "
                 f"block should make exactly one: sum the block's products in shared memory "
                 f"first, then let thread 0 add the block's sum.")
-    if p.number == 6:
-        bad = tr.records[(tr.records["sectors"] > tr.records["ideal_sectors"])]
-        if len(bad):
-            r = bad[0]
-            raise AssertionError(
-                f"{where} a warp's request at line {int(r['line'])} ({tr.code(int(r['line']))}) "
-                f"touches {int(r['sectors'])} 32-byte sectors for {int(r['ideal_sectors'])} "
-                f"sectors of data: on each pass neighbouring threads should take neighbouring "
-                f"elements (i starts at the global index and steps by gridDim.x * blockDim.x).")
+    if p.number in (4, 5, 6):
+        ref = getattr(load("puzzles", defines=P.DEFINES, backend="cpu"), p.kernel)
+        intended = run_case(p, ref, case, traced=True)[3]
+        for name in p.inputs + ("out",):
+            got, want = _sectors(tr, name), _sectors(intended, name)
+            if got > want:
+                raise AssertionError(
+                    f"{where} the warps' requests to {name} touch {got} 32-byte sectors where the "
+                    f"intended pattern touches {want}: {COALESCE_HINT[p.number]}")
+
+
+COALESCE_HINT = {
+    4: "let threadIdx.x run along a row (consecutive columns), so that a warp's lanes touch "
+       "consecutive addresses.",
+    5: "let threadIdx.x run along a row (consecutive columns), so that a warp's lanes touch "
+       "consecutive addresses.",
+    6: "on each pass neighbouring threads should take neighbouring elements (i starts at the "
+       "global index and steps by gridDim.x * blockDim.x).",
+}
+
+
+def _sectors(tr, name: str) -> int:
+    """32-byte sectors the warps' requests to array ``name`` touched, summed over requests."""
+    try:
+        r = tr.records[tr.records["array"] == tr.array(name)]
+    except KeyError:
+        return 0
+    _, first = np.unique(r["request"], return_index=True)
+    return int(r["sectors"][first].sum())
 
 
 def draw_answer(k: int, source, case=None, **kwargs):

@@ -156,7 +156,7 @@ def launch(p: Puzzle, case) -> tuple:
         return ceil_div(case, WARP), WARP
     if p.number in (4, 5):
         rows, cols = case
-        return (ceil_div(cols, 8), ceil_div(rows, 4)), (8, 4)
+        return (ceil_div(cols, WARP), ceil_div(rows, 4)), (WARP, 4)
     if p.number == 6:
         return 2, WARP                        # 64 threads, whatever n
     if p.number == 9:
