@@ -24,6 +24,7 @@ from __future__ import annotations
 import sys
 import types
 
+import matplotlib
 import numpy as np
 from matplotlib.collections import LineCollection
 from matplotlib.colors import to_rgb
@@ -129,9 +130,47 @@ def _figure(tr, names, records, max_elements):
         lo, hi = _span(tr, n, records, max_elements)
         _, rows, _ = _layout(tr.arrays[tr.array(n)], lo, hi)
         heights.append(min(rows, 40) * 0.24 + 0.55)
-    fig, axes = plot.new_figure(len(names), 1, figsize=(9.0, sum(heights) + 1.3),
-                                gridspec_kw={"height_ratios": heights}, squeeze=False)
+    with matplotlib.rc_context(plot.STYLE):
+        fig = AccessFigure(figsize=(9.0, sum(heights) + 1.3), layout="constrained", dpi=DPI)
+        axes = fig.subplots(len(names), 1, gridspec_kw={"height_ratios": heights}, squeeze=False)
     return fig, axes[:, 0]
+
+
+#: Pixels per inch of an access picture in a notebook: cells stay legible, files small.
+DPI = 80
+
+
+class AccessFigure(plot.CourseFigure):
+    """An access picture; a notebook shows it as a PNG of at most 256 colours (a few flat
+    colours and text: the palette loses nothing visible and the file is a third the size)."""
+
+
+def _palette_png(fig) -> bytes:
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI)
+    # Octree keeps the few flat colours exact (median cut merged the red of out of bounds).
+    image = Image.open(io.BytesIO(buf.getvalue())).convert("RGB").quantize(
+        colors=256, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE)
+    out = io.BytesIO()
+    image.save(out, format="PNG", optimize=True)
+    return out.getvalue()
+
+
+def _register_notebook_display() -> None:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    ip = get_ipython()
+    if ip is not None:
+        ip.display_formatter.formatters["image/png"].for_type(AccessFigure, _palette_png)
+
+
+_register_notebook_display()
 
 
 def _panel(ax, tr: Trace, name: str, records, max_elements: int) -> None:
@@ -185,10 +224,9 @@ def _panel(ax, tr: Trace, name: str, records, max_elements: int) -> None:
     ax.imshow(rgba, aspect="auto", interpolation="nearest",
               extent=(-0.5, cols - 0.5, rows - 0.5, -0.5))
     ax.grid(False)
-    ax.set_xticks(np.arange(-0.5, cols, 1), minor=True)
-    ax.set_yticks(np.arange(-0.5, rows, 1), minor=True)
-    ax.grid(which="minor", color="white", linewidth=0.6)
-    ax.tick_params(which="minor", length=0)
+    # Cell borders as two line collections: minor ticks would make hundreds of tick artists.
+    ax.vlines(np.arange(0.5, cols - 1, 1), -0.5, rows - 0.5, colors="white", linewidth=0.6)
+    ax.hlines(np.arange(0.5, rows - 1, 1), -0.5, cols - 0.5, colors="white", linewidth=0.6)
     ax.set_xticks(range(0, cols, 8 if cols > 16 else 1))
     step = max(1, rows // 8)
     ax.set_yticks(range(0, rows, step))
@@ -203,7 +241,8 @@ def _panel(ax, tr: Trace, name: str, records, max_elements: int) -> None:
         for c in np.flatnonzero(thread >= 0):
             y, x = divmod(int(c), cols)
             label = str(thread[c]) + (f"×{reads[c]}" if reads[c] > 1 and cols <= 16 else "")
-            ax.text(x, y, label, ha="center", va="center", fontsize=size,
+            # Out of the layout: the constrained layout would measure every label.
+            ax.text(x, y, label, ha="center", va="center", fontsize=size, in_layout=False,
                     color="white" if writers[c] or c in bad["oob"] else "black")
     ax.set_title(_caption(tr, info, r), fontsize=9, loc="left")
 

@@ -23,8 +23,9 @@ __all__ = ["check_puzzle", "draw_answer", "draw_intended", "run_case", "exercise
 
 
 def exercise_number(k: int) -> str:
-    """The exercise number of puzzle ``k`` in the lab's check lines ("0.3" for puzzle 3)."""
-    return f"0.{k}"
+    """The exercise number of puzzle ``k`` in the lab's check lines: lab 0b continues lab 0's
+    numbering (0.1 and 0.2), so puzzle 1 is Exercise 0.3 and no two labs share a number."""
+    return f"0.{k + 2}"
 
 
 def _case_text(p, case) -> str:
@@ -45,7 +46,7 @@ def run_case(p, kernel, case, seed: int = 0, *, race_check: bool = True, traced:
     if traced:
         tr = trace(kernel, grid, block, args)
     else:
-        run_learner_kernel(kernel, grid, block, args, f"puzzle {p.number} {_case_text(p, case)}",
+        run_learner_kernel(kernel, grid, block, args, _case_text(p, case),
                            race_check=race_check)
     depth, mags = P.terms(p, inputs, case)
     atol = models.gamma(depth + 1) * mags + 1e-6 * (depth == 1)
