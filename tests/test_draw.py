@@ -104,3 +104,19 @@ def test_large_launch_draws_one_block(mod):
 def test_draw_needs_the_launch(mod):
     with pytest.raises(gc.errors.InputError, match="needs the launch"):
         gc.draw(mod.strided)
+
+
+def test_on_the_gpu_path_draw_uses_the_emulator_run_of_the_same_source():
+    """With CuPy (the fake one here) the kernel is a RawModule's; gc.draw traces the same source
+    on the emulator, takes device arrays and leaves the launch's results in them."""
+    from fakecuda.testing import installed
+
+    with installed() as (cp, _):
+        import gpucourse.kernels as gk
+
+        mod = gk.from_source(SOURCE, name="draw_gpu.cu")
+        assert mod.backend == "cuda"
+        x, y = cp.asarray(np.arange(200, dtype=np.float32)), cp.zeros(100, np.float32)
+        fig = gc.draw(mod.strided, 2, 64, (x, y, np.int32(100)))
+        np.testing.assert_array_equal(y.get(), np.arange(0, 200, 2))
+        assert any("uncoalesced" in ax.get_title(loc="left") for ax in fig.axes)

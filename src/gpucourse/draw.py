@@ -8,8 +8,8 @@ touched, kernel arguments and ``__shared__`` arrays alike, one cell per element:
     gc.draw(mod.copy_strided, 1, 32, (x, y, np.int32(32)))
 
 A cell's colour is the warp of the thread that wrote it (light: only read), its number the
-thread (``blockIdx.x * blockDim.x + threadIdx.x`` for a 1-D launch) and a small ``xk``
-the number of reads. Edges mark trouble: orange, an element of an uncoalesced global
+thread (``blockIdx.x * blockDim.x + threadIdx.x`` for a 1-D launch), ``a→b`` when thread a
+wrote it and thread b read it (small arrays), and ``xk`` the number of reads. Edges mark trouble: orange, an element of an uncoalesced global
 request (its warp touched more 32-byte sectors than its bytes need); purple, a shared-memory
 request with a bank conflict; red cells past an array's end, accesses out of bounds.
 Arrays of up to ``max_elements`` are drawn whole; beyond that one block is drawn (and the
@@ -102,6 +102,8 @@ def _layout(info, lo: int, hi: int) -> tuple[int, int, int]:
     """(first element, rows, columns) of the cells drawn for elements lo..hi-1."""
     if len(info.shape) == 2 and info.shape[1] <= 64:
         cols = info.shape[1]
+    elif hi - lo <= WRAP:
+        cols = min(WRAP // 2, max(1, hi - lo))  # short arrays: wide cells that fit "a→b"
     else:
         cols = min(WRAP, max(1, hi - lo))
     first = (lo // cols) * cols
@@ -183,23 +185,28 @@ def _panel(ax, tr: Trace, name: str, records, max_elements: int) -> None:
     rgba = np.ones((rows, cols, 4))
     rgba[..., :3] = to_rgb(UNTOUCHED)
     thread = np.full(ncell, -1, np.int64)
+    warp = np.zeros(ncell, np.int64)      # the block's warp, numbered across the grid
+    reader = np.full(ncell, -1, np.int64)  # the one thread that read it, -1: none or several
     reads = np.zeros(ncell, np.int64)
     writers = np.zeros(ncell, np.int64)
     bad = {"uncoalesced": set(), "conflict": set(), "oob": set()}
     gt = tr.global_thread(r)
+    warps_per_block = -(-tr.threads_per_block // 32)
+    gw = r["block"].astype(np.int64) * warps_per_block + r["thread"] // 32
     cell = r["element"] - first
     inside = (cell >= 0) & (cell < ncell)
     # Writes last so that a written cell shows its writer; reads count separately.
     for kind in (0, 2, 1):
         sel = inside & (r["kind"] == kind)
-        for c, t in zip(cell[sel], gt[sel]):
+        for c, t, w in zip(cell[sel], gt[sel], gw[sel]):
             if kind == 0:
                 reads[c] += 1
+                reader[c] = t if reads[c] == 1 or reader[c] == t else -2
                 if thread[c] < 0:
-                    thread[c] = t
+                    thread[c], warp[c] = t, w
             else:
                 if writers[c] == 0 or kind == 1:
-                    thread[c] = t
+                    thread[c], warp[c] = t, w
                 writers[c] += 1
     flag_unc = inside & (r["sectors"] > r["ideal_sectors"])
     flag_conf = inside & (r["ways"] > 1)
@@ -207,10 +214,8 @@ def _panel(ax, tr: Trace, name: str, records, max_elements: int) -> None:
     bad["uncoalesced"] = set(cell[flag_unc].tolist())
     bad["conflict"] = set(cell[flag_conf].tolist())
     bad["oob"] = set(cell[flag_oob].tolist())
-    threads_per_warp_colour = 32
     for c in np.flatnonzero(thread >= 0):
-        colour = np.array(to_rgb(WARP_COLOURS[(thread[c] // threads_per_warp_colour)
-                                              % len(WARP_COLOURS)]))
+        colour = np.array(to_rgb(WARP_COLOURS[warp[c] % len(WARP_COLOURS)]))
         if writers[c] == 0:
             colour = 0.6 + 0.4 * colour  # read only: a light shade of the warp's colour
         rgba[c // cols, c % cols, :3] = colour
@@ -237,12 +242,16 @@ def _panel(ax, tr: Trace, name: str, records, max_elements: int) -> None:
     _outline(ax, bad["uncoalesced"] - bad["oob"], cols, UNCOALESCED)
     _outline(ax, bad["conflict"], cols, CONFLICT)
     if ncell <= 1024 and cols <= 64:
-        size = 6 if cols <= 32 else 4.5
+        size = 9 if cols <= 8 else 7.5 if cols <= 16 else 6 if cols <= 32 else 4.5
         for c in np.flatnonzero(thread >= 0):
             y, x = divmod(int(c), cols)
             label = str(thread[c]) + (f"×{reads[c]}" if reads[c] > 1 and cols <= 16 else "")
+            if writers[c] and reader[c] >= 0 and reader[c] != thread[c] and ncell <= 128:
+                # Written by one thread, read by another: both, on two lines when narrow.
+                label = f"{thread[c]}→{reader[c]}" if cols <= 16 else f"{thread[c]}\n→{reader[c]}"
             # Out of the layout: the constrained layout would measure every label.
-            ax.text(x, y, label, ha="center", va="center", fontsize=size, in_layout=False,
+            ax.text(x, y, label, ha="center", va="center", in_layout=False, linespacing=0.9,
+                    fontsize=size if "\n" not in label else min(size, 5.5),
                     color="white" if writers[c] or c in bad["oob"] else "black")
     ax.set_title(_caption(tr, info, r), fontsize=9, loc="left")
 
@@ -261,7 +270,8 @@ def _outline(ax, cells, cols, colour) -> None:
 def _caption(tr, info, r) -> str:
     kind = {"global": "kernel argument", "shared": "__shared__"}[info.space]
     shape = "x".join(map(str, info.shape))
-    banks = ", a column per bank" if info.space == "shared" and info.itemsize == 4 else ""
+    wide = _layout(info, 0, info.size)[2] == WRAP
+    banks = ", a column per bank" if info.space == "shared" and info.itemsize == 4 and wide else ""
     parts = [f"{info.name} ({kind}, {shape} elements of {info.itemsize} B{banks}):"]
     for k, word in enumerate(KIND_NAMES):
         sel = r[r["kind"] == k]
