@@ -120,3 +120,14 @@ def test_on_the_gpu_path_draw_uses_the_emulator_run_of_the_same_source():
         fig = gc.draw(mod.strided, 2, 64, (x, y, np.int32(100)))
         np.testing.assert_array_equal(y.get(), np.arange(0, 200, 2))
         assert any("uncoalesced" in ax.get_title(loc="left") for ax in fig.axes)
+
+
+def test_blocks_smaller_than_a_warp_get_their_own_colours(mod):
+    """Each block has its own warps: with blocks of 4 threads, elements of block 0 and block 1
+    were drawn in one colour when the colour came from the global thread number / 32."""
+    x, y = np.arange(12, dtype=np.float32), np.zeros(12, np.float32)
+    fig = gc.draw(mod.strided, 3, 4, (x, y, np.int32(6)))
+    y_panel = next(ax for ax in fig.axes if ax.get_title(loc="left").startswith("y "))
+    cells = y_panel.images[0].get_array().reshape(-1, 4)[:6]
+    assert not np.allclose(cells[0], cells[4])           # thread 0 of block 0, thread 0 of block 1
+    assert np.allclose(cells[0], cells[3])               # one warp within block 0

@@ -148,3 +148,23 @@ def test_not_a_string_and_missing_kernel_are_one_sentence():
         cp.check_puzzle(1, None)
     with expect_failure("must define `extern \"C\" __global__ void map_add10(...)`"):
         cp.check_puzzle(1, reference("zip_add"))
+
+
+def _imports(path) -> set[str]:
+    import ast
+
+    tree = ast.parse(path.read_text())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            found.add("." * node.level + (node.module or ""))
+            found.update("." * node.level + a.name for a in node.names if not node.module)
+    return found
+
+
+def test_the_puzzle_modules_keep_to_their_layers():
+    """kernels sits below models and check; check sits below draw and plot."""
+    src = KERNEL_DIR.parent
+    assert not {m for m in _imports(src / "kernels" / "puzzles.py") if m.startswith("..")}
+    assert not {m for m in _imports(src / "check" / "puzzles.py")
+                if m.lstrip(".").split(".")[0] in ("draw", "plot", "experiments", "widgets")}

@@ -77,7 +77,8 @@ def draw(what, grid=None, block=None, args=None, shared_mem: int = 0, *, arrays=
     fig, axes = _figure(tr, names, records, max_elements)
     for ax, n in zip(axes, names):
         _panel(ax, tr, n, records, max_elements)
-    head = title or (f"What each thread touched: {tr.kernel}, grid {_dims(tr.grid)}, block "
+    head = title or ((tr.label + ": " if tr.label else "") +
+                     f"what each thread touched in {tr.kernel}, grid {_dims(tr.grid)}, block "
                      f"{_dims(tr.block)}" + (f", block {shown_block} shown" if shown_block is not None
                                              and tr.blocks > 1 else ""))
     sub = "recorded on the CPU emulator"

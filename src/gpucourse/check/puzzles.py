@@ -7,10 +7,12 @@ bounds, a missing barrier or a lost update is named with its line), compares eac
 with a float64 NumPy reference on fresh random data (an element never written shows as
 NaN), then runs the largest size once more under the profiler's tracer and counts every
 thread's global reads and writes against the puzzle's budget. Each failure is one sentence
-and a hint. ``draw_answer(k, source)`` and ``draw_intended(k)`` draw the learner's run and
-the reference's (``gc.draw``).
+and a hint. ``your_run(k, source)`` and ``intended(k)`` trace the learner's run and the
+reference's for ``gc.draw`` (which sits above this layer).
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 
@@ -19,7 +21,7 @@ from ..kernels import load, puzzles as P
 from ..profiler.trace import trace
 from . import Exercise, compare_report, learner_kernel, random_array, run_learner_kernel
 
-__all__ = ["check_puzzle", "draw_answer", "draw_intended", "run_case", "exercise_number"]
+__all__ = ["check_puzzle", "your_run", "intended", "run_case", "exercise_number"]
 
 
 def exercise_number(k: int) -> str:
@@ -141,22 +143,18 @@ def _sectors(tr, name: str) -> int:
     return int(r["sectors"][first].sum())
 
 
-def draw_answer(k: int, source, case=None, **kwargs):
-    """A picture of the learner's kernel for puzzle ``k`` at the lab's example size (gc.draw)."""
-    from ..draw import draw
-
+def your_run(k: int, source, case=None):
+    """The trace of the learner's kernel for puzzle ``k`` at the lab's example size: draw it
+    with ``gc.draw(your_run(k, source))``."""
     p = P.puzzle(k)
     kernel = learner_kernel(source, f"puzzle{k}.cu", p.kernel, defines=P.DEFINES)
-    _, _, _, tr = run_case(p, kernel, p.example if case is None else case, traced=True)
-    return draw(tr, title=f"Puzzle {k} ({p.title}), your kernel: what each thread touched",
-                **kwargs)
+    tr = run_case(p, kernel, p.example if case is None else case, traced=True)[3]
+    return replace(tr, label=f"Puzzle {k} ({p.title}), your kernel")
 
 
-def draw_intended(k: int, **kwargs):
-    """A picture of the intended access pattern of puzzle ``k``: the reference answer's run."""
-    from ..draw import draw
-
+def intended(k: int):
+    """The trace of the reference answer of puzzle ``k``: the intended access pattern."""
     p = P.puzzle(k)
     kernel = getattr(load("puzzles", defines=P.DEFINES, backend="cpu"), p.kernel)
-    _, _, _, tr = run_case(p, kernel, p.example, traced=True)
-    return draw(tr, title=f"Puzzle {k} ({p.title}): the intended access pattern", **kwargs)
+    tr = run_case(p, kernel, p.example, traced=True)[3]
+    return replace(tr, label=f"Puzzle {k} ({p.title}), the intended pattern")

@@ -14,13 +14,17 @@ from typing import Callable
 
 import numpy as np
 
-from ..models import ceil_div
 
 #: Threads per block of the shared-memory puzzles, and the matmul's tile (as #defines).
 TPB = 64
 TILE = 8
 DEFINES = {"TPB": TPB, "TILE": TILE}
 WARP = 32
+
+
+def ceil_div(a: int, b: int) -> int:
+    """a / b rounded up (kernels sit below models, which has the same)."""
+    return -(-int(a) // int(b))
 
 
 @dataclass(frozen=True)
@@ -109,7 +113,8 @@ PUZZLES = (
            shared=True),
     Puzzle(9, "warp sum", "warp_sum", "const float* a, float* out, int n",
            "out[w] = the sum of the 32 elements of warp w (0 past the end), with "
-           "__shfl_down_sync and no shared memory.",
+           "__shfl_down_sync and no shared memory; lane 0 of each warp that has an element "
+           "writes out[i / 32].",
            ("a",), (1, 32, 33, 200), 100, lambda c: 1, 1,
            "every lane (also those past the end, with 0) adds __shfl_down_sync(0xffffffff, v, "
            "offset) for offset 16, 8, 4, 2, 1; lane 0 then holds the warp's sum.",

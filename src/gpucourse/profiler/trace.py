@@ -68,6 +68,7 @@ class Trace:
     source_lines: tuple = ()
     error: str = ""            # why the launch stopped early ('' when it completed)
     truncated: bool = False    # more accesses than TRACE_LIMIT: only the first are kept
+    label: str = ""            # what the run was, for a picture's title ("Puzzle 3, your kernel")
     notes: tuple = field(default_factory=tuple)
 
     @property
