@@ -131,3 +131,18 @@ def test_blocks_smaller_than_a_warp_get_their_own_colours(mod):
     cells = y_panel.images[0].get_array().reshape(-1, 4)[:6]
     assert not np.allclose(cells[0], cells[4])           # thread 0 of block 0, thread 0 of block 1
     assert np.allclose(cells[0], cells[3])               # one warp within block 0
+
+
+def test_a_large_matrix_is_drawn_as_the_box_its_block_touched():
+    """A 256 x 256 transpose: one block's 32 x 32 tile, in rows and columns, with the
+    column-wise writes of the naive version marked uncoalesced."""
+    tp = gc.kernels.load("transpose", backend="cpu")
+    a, out = gc.check.random_array((256, 256)), np.zeros((256, 256), np.float32)
+    fig = gc.draw(tp.transpose_v1_naive, (8, 8), (32, 8), (a, out, np.int32(256), np.int32(256)))
+    panels = {ax.get_title(loc="left").split(" ")[0]: ax for ax in fig.axes if ax.get_title(loc="left")}
+    assert set(panels) == {"in", "out"}
+    for ax in panels.values():
+        assert ax.images[0].get_array().shape[:2] == (32, 32)
+        assert ax.get_xlabel() == "column" and ax.get_ylabel() == "row"
+    assert "uncoalesced" in panels["out"].get_title(loc="left")
+    assert "uncoalesced" not in panels["in"].get_title(loc="left")

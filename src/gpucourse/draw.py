@@ -127,11 +127,54 @@ def _span(tr, name, records, max_elements) -> tuple[int, int]:
     return lo, hi
 
 
+class _View:
+    """Which element each drawn cell is: a run of a flat array wrapped into rows, or a box of
+    rows and columns of a matrix too large to draw whole."""
+
+    def __init__(self, tr, name, records, max_elements):
+        info = tr.arrays[tr.array(name)]
+        r = records[records["array"] == tr.array(name)]
+        self.info = info
+        big = info.size > max_elements or (len(info.shape) == 2 and info.shape[1] > 64)
+        if len(info.shape) == 2 and big and len(r):
+            width = info.shape[1]
+            rr, cc = r["element"] // width, r["element"] % width
+            self.r0, self.c0 = int(rr.min()), int(cc.min())
+            self.cols = min(64, int(cc.max()) - self.c0 + 1)
+            self.rows = min(max(1, max_elements // self.cols), int(rr.max()) - self.r0 + 1)
+            self.width, self.box = width, True
+            self.ylabels = [str(self.r0 + y) for y in range(self.rows)]
+            self.xlabel0 = self.c0
+        else:
+            lo, hi = _span(tr, name, records, max_elements)
+            self.first, self.rows, self.cols = _layout(info, lo, hi)
+            self.box = False
+            self.ylabels = [str(self.first + y * self.cols) for y in range(self.rows)]
+            self.xlabel0 = 0
+
+    @property
+    def cells(self) -> int:
+        return self.rows * self.cols
+
+    def cell(self, elements) -> np.ndarray:
+        """The cell of each element, -1 where it is not drawn."""
+        e = np.asarray(elements, np.int64)
+        if self.box:
+            y, x = e // self.width - self.r0, e % self.width - self.c0
+            ok = (y >= 0) & (y < self.rows) & (x >= 0) & (x < self.cols)
+            return np.where(ok, y * self.cols + x, -1)
+        c = e - self.first
+        return np.where((c >= 0) & (c < self.cells), c, -1)
+
+    def element(self, c: int) -> int:
+        y, x = divmod(c, self.cols)
+        return (self.r0 + y) * self.width + self.c0 + x if self.box else self.first + c
+
+
 def _figure(tr, names, records, max_elements):
     heights = []
     for n in names:
-        lo, hi = _span(tr, n, records, max_elements)
-        _, rows, _ = _layout(tr.arrays[tr.array(n)], lo, hi)
+        rows = _View(tr, n, records, max_elements).rows
         heights.append(min(rows, 40) * 0.24 + 0.55)
     with matplotlib.rc_context(plot.STYLE):
         fig = AccessFigure(figsize=(9.0, sum(heights) + 1.3), layout="constrained", dpi=DPI)
@@ -180,9 +223,8 @@ def _panel(ax, tr: Trace, name: str, records, max_elements: int) -> None:
     idx = tr.array(name)
     info = tr.arrays[idx]
     r = records[records["array"] == idx]
-    lo, hi = _span(tr, name, records, max_elements)
-    first, rows, cols = _layout(info, lo, hi)
-    ncell = rows * cols
+    view = _View(tr, name, records, max_elements)
+    rows, cols, ncell = view.rows, view.cols, view.cells
     rgba = np.ones((rows, cols, 4))
     rgba[..., :3] = to_rgb(UNTOUCHED)
     thread = np.full(ncell, -1, np.int64)
@@ -194,8 +236,8 @@ def _panel(ax, tr: Trace, name: str, records, max_elements: int) -> None:
     gt = tr.global_thread(r)
     warps_per_block = -(-tr.threads_per_block // 32)
     gw = r["block"].astype(np.int64) * warps_per_block + r["thread"] // 32
-    cell = r["element"] - first
-    inside = (cell >= 0) & (cell < ncell)
+    cell = view.cell(r["element"])
+    inside = cell >= 0
     # Writes last so that a written cell shows its writer; reads count separately.
     for kind in (0, 2, 1):
         sel = inside & (r["kind"] == kind)
@@ -224,7 +266,7 @@ def _panel(ax, tr: Trace, name: str, records, max_elements: int) -> None:
         rgba[c // cols, c % cols, :3] = to_rgb(OUT_OF_BOUNDS)
     # Cells past the array's end that nobody touched are left blank.
     for c in range(ncell):
-        e = first + c
+        e = view.element(c)
         if (e < 0 or e >= info.size) and c not in bad["oob"]:
             rgba[c // cols, c % cols, 3] = 0.0
     ax.imshow(rgba, aspect="auto", interpolation="nearest",
@@ -233,10 +275,15 @@ def _panel(ax, tr: Trace, name: str, records, max_elements: int) -> None:
     # Cell borders as two line collections: minor ticks would make hundreds of tick artists.
     ax.vlines(np.arange(0.5, cols - 1, 1), -0.5, rows - 0.5, colors="white", linewidth=0.6)
     ax.hlines(np.arange(0.5, rows - 1, 1), -0.5, cols - 0.5, colors="white", linewidth=0.6)
-    ax.set_xticks(range(0, cols, 8 if cols > 16 else 1))
+    xt = range(0, cols, 8 if cols > 16 else 1)
+    ax.set_xticks(xt)
+    ax.set_xticklabels([str(view.xlabel0 + x) for x in xt])
     step = max(1, rows // 8)
     ax.set_yticks(range(0, rows, step))
-    ax.set_yticklabels([str(first + y * cols) for y in range(0, rows, step)], fontsize=7)
+    ax.set_yticklabels(view.ylabels[::step], fontsize=7)
+    if view.box:
+        ax.set_xlabel("column", fontsize=7, labelpad=1)
+        ax.set_ylabel("row", fontsize=7, labelpad=1)
     ax.tick_params(axis="x", labelsize=7)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
