@@ -320,7 +320,8 @@ def _caption(tr, info, r) -> str:
     shape = "x".join(map(str, info.shape))
     wide = _layout(info, 0, info.size)[2] == WRAP
     banks = ", a column per bank" if info.space == "shared" and info.itemsize == 4 and wide else ""
-    parts = [f"{info.name} ({kind}, {shape} element{"s" * (info.size != 1)} of {info.itemsize} B{banks}):"]
+    plural = "s" * (info.size != 1)
+    parts = [f"{info.name} ({kind}, {shape} element{plural} of {info.itemsize} B{banks}):"]
     for k, word in enumerate(KIND_NAMES):
         sel = r[r["kind"] == k]
         if len(sel):
