@@ -146,3 +146,14 @@ def test_a_large_matrix_is_drawn_as_the_box_its_block_touched():
         assert ax.get_xlabel() == "column" and ax.get_ylabel() == "row"
     assert "uncoalesced" in panels["out"].get_title(loc="left")
     assert "uncoalesced" not in panels["in"].get_title(loc="left")
+
+
+def test_an_endless_loop_stops_at_the_time_limit():
+    from gpucourse.profiler import ProfilerError
+
+    spin = gc.kernels.from_source(r"""
+extern "C" __global__ void spin(float* y, int n) {
+  while (n > 0) y[0] += 1.0f;
+}""", name="spin.cu", backend="cpu")
+    with pytest.raises(ProfilerError, match="The launch of spin failed under the tracer"):
+        trace(spin.spin, 1, 1, (np.zeros(1, np.float32), np.int32(1)), timeout=1.0)

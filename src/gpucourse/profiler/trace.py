@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import ProfilerError, _builds, _Build, _kernel_parts, _lock, _toolchain_check, K_ATOMIC
-from ..emulator import checks as _checks, instrument
+from ..emulator import build as _emu_build, checks as _checks, instrument
 from ..errors import CourseError
 
 __all__ = ["trace", "Trace", "ArrayInfo", "TRACE_LIMIT"]
@@ -161,8 +161,11 @@ def _shared_symbols(path) -> list[tuple[int, int, str]]:
     return out
 
 
-def trace(kernel, grid, block, args, shared_mem: int = 0, *, limit: int = TRACE_LIMIT) -> Trace:
-    """Run one launch on the emulator, logging every access; returns a :class:`Trace`."""
+def trace(kernel, grid, block, args, shared_mem: int = 0, *, limit: int = TRACE_LIMIT,
+          timeout: float | None = _checks.DEFAULT_TIMEOUT_S) -> Trace:
+    """Run one launch on the emulator, logging every access; returns a :class:`Trace`.
+
+    ``timeout``: seconds the launch may take (an endless loop stops there; None: no limit)."""
     from ..emulator import DEFAULT_STACK_KB
     from ..emulator.source import defines_key
     from ..kernels import check_args, check_launch
@@ -198,7 +201,12 @@ def trace(kernel, grid, block, args, shared_mem: int = 0, *, limit: int = TRACE_
                 raise ProfilerError("The profiler could not allocate its tables (out of memory?).")
             build.dll.gcprof_trace(buf.ctypes.data, len(buf))
             try:
-                build.library.launch(name, grid3, block3, run_args, shared, echo=False)
+                with _emu_build._lock:  # the time limit belongs to this launch
+                    _checks.set_timeout(build.library, timeout)
+                    try:
+                        build.library.launch(name, grid3, block3, run_args, shared, echo=False)
+                    finally:
+                        _checks.set_timeout(build.library, None)
             except CourseError as exc:
                 error = str(exc)
             finally:
@@ -230,7 +238,7 @@ def trace(kernel, grid, block, args, shared_mem: int = 0, *, limit: int = TRACE_
     for i, h in copies.items():
         args[i].set(h)
     if error and "out of bounds" not in error.lower() and not records["oob"].any():
-        raise ProfilerError(f"the launch of {name} failed under the tracer: {error}")
+        raise ProfilerError(f"The launch of {name} failed under the tracer: {error}")
     return Trace(kernel=name, grid=grid3, block=block3, arrays=tuple(arrays), records=records,
                  source_lines=tuple(build.source_lines), error=error, truncated=count > len(buf))
 
