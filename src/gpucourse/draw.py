@@ -21,6 +21,7 @@ arrays and their order.
 """
 from __future__ import annotations
 
+import io
 import sys
 import types
 
@@ -29,6 +30,7 @@ import numpy as np
 from matplotlib.collections import LineCollection
 from matplotlib.colors import to_rgb
 from matplotlib.patches import Patch
+from PIL import Image
 
 from . import plot
 from .errors import InputError
@@ -192,10 +194,6 @@ class AccessFigure(plot.CourseFigure):
 
 
 def _palette_png(fig) -> bytes:
-    import io
-
-    from PIL import Image
-
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI)
     # Octree keeps the few flat colours exact (median cut merged the red of out of bounds).

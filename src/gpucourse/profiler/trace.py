@@ -19,12 +19,15 @@ from __future__ import annotations
 import ctypes
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from . import ProfilerError, _builds, _Build, _kernel_parts, _lock, _toolchain_check, K_ATOMIC
-from ..emulator import build as _emu_build, checks as _checks, instrument
+from . import (K_ATOMIC, ProfilerError, _Build, _builds, _host, _kernel_parts, _lock,
+               _toolchain_check)
+from ..emulator import DEFAULT_STACK_KB, build as _emu_build, checks as _checks, instrument
+from ..emulator.source import defines_key
+from ..kernels import check_args, check_launch
 from ..errors import CourseError
 
 __all__ = ["trace", "Trace", "ArrayInfo", "TRACE_LIMIT"]
@@ -69,7 +72,6 @@ class Trace:
     error: str = ""            # why the launch stopped early ('' when it completed)
     truncated: bool = False    # more accesses than TRACE_LIMIT: only the first are kept
     label: str = ""            # what the run was, for a picture's title ("Puzzle 3, your kernel")
-    notes: tuple = field(default_factory=tuple)
 
     @property
     def threads_per_block(self) -> int:
@@ -166,11 +168,6 @@ def trace(kernel, grid, block, args, shared_mem: int = 0, *, limit: int = TRACE_
     """Run one launch on the emulator, logging every access; returns a :class:`Trace`.
 
     ``timeout``: seconds the launch may take (an endless loop stops there; None: no limit)."""
-    from ..emulator import DEFAULT_STACK_KB
-    from ..emulator.source import defines_key
-    from ..kernels import check_args, check_launch
-    from . import _host
-
     module, signature = _kernel_parts(kernel)
     name = signature.name
     grid3, block3, shared = check_launch(name, grid, block, shared_mem,
@@ -179,7 +176,10 @@ def trace(kernel, grid, block, args, shared_mem: int = 0, *, limit: int = TRACE_
     check_args(name, signature.params, host, "cpu")
     tool = _toolchain_check()
     key = (module.source, module.filename, defines_key(module.defines))
-    stack_kb = int(os.environ.get("GPUCOURSE_EMU_STACK_KB", DEFAULT_STACK_KB) or DEFAULT_STACK_KB)
+    try:
+        stack_kb = int(os.environ.get("GPUCOURSE_EMU_STACK_KB", DEFAULT_STACK_KB))
+    except ValueError:
+        stack_kb = DEFAULT_STACK_KB  # the launch itself reports the bad value
     params = signature.params
     buf = np.zeros(max(1, int(limit)), _REC)
     error = ""
