@@ -10,7 +10,7 @@ touched, kernel arguments and ``__shared__`` arrays alike, one cell per element:
 A cell's colour is the warp of the thread that wrote it (light: only read), its number the
 thread (``blockIdx.x * blockDim.x + threadIdx.x`` for a 1-D launch), ``a→b`` when thread a
 wrote it and thread b read it (small arrays), and ``xk`` the number of reads. Edges mark trouble: orange, an element of an uncoalesced global
-request (its warp touched more 32-byte sectors than its bytes need); purple, a shared-memory
+request (its warp touched at least twice the 32-byte sectors its bytes need); purple, a shared-memory
 request with a bank conflict; red cells past an array's end, accesses out of bounds.
 Arrays of up to ``max_elements`` are drawn whole; beyond that one block is drawn (and the
 cells it touched). On a GPU the picture still comes from the emulator run of the same
@@ -249,7 +249,7 @@ def _panel(ax, tr: Trace, name: str, records, max_elements: int) -> None:
                 if writers[c] == 0 or kind == 1:
                     thread[c], warp[c] = t, w
                 writers[c] += 1
-    flag_unc = inside & (r["sectors"] > r["ideal_sectors"])
+    flag_unc = inside & _uncoalesced(r)
     flag_conf = inside & (r["ways"] > 1)
     flag_oob = inside & r["oob"]
     bad["uncoalesced"] = set(cell[flag_unc].tolist())
@@ -302,6 +302,12 @@ def _panel(ax, tr: Trace, name: str, records, max_elements: int) -> None:
     ax.set_title(_caption(tr, info, r), fontsize=9, loc="left")
 
 
+def _uncoalesced(r) -> np.ndarray:
+    """Global requests that touch at least twice the 32-byte sectors their bytes need: half
+    or more of what the memory moves is wasted (a misaligned row costs one sector, not this)."""
+    return r["sectors"] >= 2 * np.maximum(r["ideal_sectors"], 1)
+
+
 def _outline(ax, cells, cols, colour) -> None:
     if not cells:
         return
@@ -327,7 +333,7 @@ def _caption(tr, info, r) -> str:
     if not len(r):
         parts.append("not touched in the part shown")
     notes = []
-    req = r[r["sectors"] > r["ideal_sectors"]]
+    req = r[_uncoalesced(r)]
     if len(req):
         notes.append(f"{len(np.unique(req['request']))} uncoalesced requests")
     conf = r[r["ways"] > 1]
@@ -344,7 +350,7 @@ def _legend(fig, tr) -> None:
     handles = [Patch(color=WARP_COLOURS[0], label="written (colour: its warp)"),
                Patch(color=0.6 + 0.4 * np.array(to_rgb(WARP_COLOURS[0])), label="only read"),
                Patch(facecolor="white", edgecolor=UNCOALESCED, linewidth=1.6,
-                     label="uncoalesced request"),
+                     label="uncoalesced (2x the sectors)"),
                Patch(facecolor="white", edgecolor=CONFLICT, linewidth=1.6, label="bank conflict"),
                Patch(color=OUT_OF_BOUNDS, label="out of bounds")]
     fig.legend(handles=handles, loc="outside lower center", ncols=5, fontsize=7.5)
