@@ -143,9 +143,14 @@ def test_every_puzzle_has_three_wrong_answers():
     assert min(counts.values()) >= 3, counts
 
 
-def test_not_a_string_and_missing_kernel_are_one_sentence():
-    with expect_failure("CUDA C source as a string"):
-        cp.check_puzzle(1, None)
+@pytest.mark.parametrize("answer", [None, 42, ["__global__ void k() {}"], len,
+                                    b"__global__ void k() {}", False])
+def test_a_wrong_typed_answer_is_one_sentence(answer):
+    with expect_failure("Exercise 0.3 (map) not yet right:\ngive the CUDA C source as a string"):
+        cp.check_puzzle(1, answer)
+
+
+def test_a_missing_kernel_is_one_sentence():
     with expect_failure("must define `extern \"C\" __global__ void map_add10(...)`"):
         cp.check_puzzle(1, reference("zip_add"))
 
