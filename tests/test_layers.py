@@ -27,7 +27,7 @@ LAYERS = (
     ("models", "profiler", "reference"),
     ("check",),
     ("experiments",),
-    ("plot", "widgets", "runner", "doctor", "grade", "__main__"),
+    ("plot", "widgets", "draw", "runner", "doctor", "grade", "__main__"),
 )
 
 #: Imports of the package inside functions, without a comment saying why, that the chapter

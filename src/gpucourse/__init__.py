@@ -10,7 +10,7 @@ import importlib
 __version__ = "0.1.0"
 
 _SUBMODULES = ("device", "errors", "bench", "check", "specs", "models", "kernels", "emulator",
-               "experiments", "plot", "widgets", "reference", "profiler", "precision")
+               "experiments", "plot", "widgets", "reference", "profiler", "precision", "draw")
 # Functions a notebook calls as gc.<name>, by the submodule that holds them.
 _FUNCTIONS = {"banner": "device", "benchmark": "bench", "profile": "profiler"}
 

@@ -47,7 +47,7 @@ from ..emulator.launch import check_args, check_launch, format_dims
 from ..emulator.source import defines_key
 from .build import (_STATS, _TOTALS, K_ATOMIC, K_BLOCK, K_READ, K_WRITE, ProfilerError, _Build,
                     _builds, _lock, _toolchain_check)
-from .trace import (TRACE_SLOTS, TRACE_THREADS, TraceError, instrument_shared,
+from .shared_trace import (TRACE_SLOTS, TRACE_THREADS, TraceError, instrument_shared,
                     trace_shared_accesses)
 
 __all__ = ["profile", "Profile", "Counters", "Divergence", "LineStat", "ModelTime",

@@ -78,6 +78,11 @@ static uint32_t g_block_epoch[MAX_IDS];      // basic blocks executed in this ep
 static uint32_t g_blocks_touched[MAX_IDS];
 static uint32_t g_nblocks_touched;
 static uint32_t g_epoch = 1;
+// An optional log of every counted access, for the access pictures (gpucourse.draw):
+// address, instruction id, thread rank, block (linear) and epoch, in the order they ran.
+struct TraceRec { uint64_t addr; uint32_t id, rank, block, epoch; };
+static TraceRec* g_trace;
+static uint64_t g_trace_cap, g_trace_n;
 static uint64_t g_block = ~0ull;
 static int g_threads, g_arrived;
 static int g_depth[MAX_THREADS];
@@ -401,6 +406,10 @@ __attribute__((noinline)) static void record(uint32_t id, uintptr_t addr, uintpt
     return;
   }
   const uint32_t r = __gcemu_thread_rank();
+  if (GCPROF_UNLIKELY(g_trace != NULL)) {
+    if (g_trace_n < g_trace_cap) g_trace[g_trace_n] = {(uint64_t)addr, id, r, (uint32_t)g_block, g_epoch};
+    g_trace_n++;
+  }
   Count& c = g_count[(size_t)id * COUNT_ROW + r];
   if (c.epoch != g_epoch) { c.epoch = g_epoch; c.n = 0; }
   const uint32_t k = c.n++;
@@ -625,6 +634,24 @@ GCPROF_API int gcprof_read(uint64_t* pcs, uint8_t* kinds, uint32_t* sizes, uint8
 }
 
 GCPROF_API int gcprof_nstat(void) { return NSTAT; }
+
+// Logs each counted access of the next launches into buf (cap records; NULL: stop logging).
+GCPROF_API void gcprof_trace(void* buf, uint64_t cap) {
+  g_trace = (TraceRec*)buf;
+  g_trace_cap = buf ? cap : 0;
+  g_trace_n = 0;
+}
+
+// Accesses logged since gcprof_trace (more than its cap when the log overflowed).
+GCPROF_API uint64_t gcprof_trace_count(void) { return g_trace_n; }
+
+// Where shared memory lies: the static __shared__ section and the dynamic buffer.
+GCPROF_API void gcprof_shared_range(uint64_t* out) {
+  out[0] = (uint64_t)(uintptr_t)__start_gcshared;
+  out[1] = (uint64_t)(uintptr_t)__stop_gcshared;
+  out[2] = (uint64_t)(uintptr_t)__gcemu_dynamic_shared_buf;
+}
+
 
 GCPROF_API void gcprof_totals(uint64_t* out) { memcpy(out, g_total, sizeof g_total); }
 

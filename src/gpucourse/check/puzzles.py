@@ -1,0 +1,160 @@
+"""Checkers of the kernel puzzles (lab 0b), and the pictures of their answers.
+
+``check_puzzle(k, source)`` builds the learner's CUDA C for puzzle ``k``
+(``kernels.puzzles``), launches it on the emulator at every size of the puzzle, in a child
+process, in three thread orders and under the hazard detector (a crash, an index out of
+bounds, a missing barrier or a lost update is named with its line), compares each result
+with a float64 NumPy reference on fresh random data (an element never written shows as
+NaN), then runs the largest size once more under the profiler's tracer and counts every
+thread's global reads and writes against the puzzle's budget. Each failure is one sentence
+and a hint. ``your_run(k, source)`` and ``intended(k)`` trace the learner's run and the
+reference's for ``gc.draw`` (which sits above this layer).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from .. import models
+from ..kernels import load, puzzles as P
+from ..profiler.trace import trace
+from . import Exercise, compare_report, learner_kernel, random_array, run_learner_kernel
+
+__all__ = ["check_puzzle", "your_run", "intended", "run_case", "exercise_number"]
+
+
+def exercise_number(k: int) -> str:
+    """The exercise number of puzzle ``k`` in the lab's check lines: lab 0b continues lab 0's
+    numbering (0.1 and 0.2), so puzzle 1 is Exercise 0.3 and no two labs share a number."""
+    return f"0.{k + 2}"
+
+
+def _case_text(p, case) -> str:
+    grid, block = P.launch(p, case)
+    size = f"n={case}" if np.isscalar(case) else f"rows={case[0]}, cols={case[1]}"
+    return f"at {size} (grid {grid}, block {block})"
+
+
+def run_case(p, kernel, case, seed: int = 0, *, race_check: bool = True, traced: bool = False):
+    """Launch ``kernel`` as puzzle ``p`` at size ``case``: (output, expected, atol, trace or None)."""
+    ins, out_shape, scalars = P.shapes(p, case)
+    inputs = {name: random_array(shape, seed=seed + i) for i, (name, shape) in enumerate(ins.items())}
+    # NaN shows an element nobody wrote; the dot product adds to a zero.
+    out = np.zeros(out_shape, np.float32) if p.number == 10 else np.full(out_shape, np.nan, np.float32)
+    args = (*inputs.values(), out, *(np.int32(s) for s in scalars))
+    grid, block = P.launch(p, case)
+    tr = None
+    if traced:
+        tr = trace(kernel, grid, block, args)
+    else:
+        run_learner_kernel(kernel, grid, block, args, _case_text(p, case),
+                           race_check=race_check)
+    depth, mags = P.terms(p, inputs, case)
+    atol = models.gamma(depth + 1) * mags + 1e-6 * (depth == 1)
+    return out, P.reference(p, inputs, case).reshape(out_shape), atol, tr
+
+
+def check_puzzle(k: int, source) -> None:
+    """Puzzle ``k`` must give the reference's result at every size, race-free, in bounds, within
+    its budget of global reads and writes per thread; prints one line when it does."""
+    p = P.puzzle(k)
+    with Exercise(exercise_number(k), p.title):
+        kernel = learner_kernel(source, f"puzzle{k}.cu", p.kernel, defines=P.DEFINES)
+        for seed, case in enumerate(p.cases):
+            where = _case_text(p, case)
+            try:
+                out, want, atol, _ = run_case(p, kernel, case, seed)
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}\nHint: {p.hint}") from None
+            report = compare_report(out, want, 1e-5, atol, "out")
+            if report:
+                raise AssertionError(f"wrong result {where}. {report}\nHint: {p.hint}")
+        _check_budget(p, kernel, p.cases[-1])
+
+
+def _who(tr, t: int) -> str:
+    per = tr.threads_per_block
+    b, r = divmod(int(t), per)
+    bx, by, _ = tr.block
+    idx = f"threadIdx.x = {r}" if by == 1 else f"threadIdx = ({r % bx}, {r // bx})"
+    return f"thread {idx} of block {b}"
+
+
+def _check_budget(p, kernel, case) -> None:
+    out, want, atol, tr = run_case(p, kernel, case, traced=True)
+    where = _case_text(p, case)
+    if tr.error:
+        raise AssertionError(f"{where} the traced run stopped: {tr.oob_sentence() or tr.error}")
+    reads, writes = tr.per_thread("global")
+    allowed = p.reads(case)
+    if reads.max() > allowed:
+        t = int(np.argmax(reads))
+        raise AssertionError(
+            f"{where}, {_who(tr, t)} reads global memory {int(reads[t])} times where this puzzle "
+            f"allows {allowed} per thread: {p.budget_hint}")
+    if writes.max() > p.write_budget(case):
+        t = int(np.argmax(writes))
+        raise AssertionError(
+            f"{where}, {_who(tr, t)} writes global memory {int(writes[t])} times where this "
+            f"puzzle allows {p.write_budget(case)} per thread: keep partial results in a register or in "
+            f"shared memory and write the result once.")
+    shared = [a.name for a in tr.arrays if a.space == "shared"]
+    if p.number == 9 and shared:
+        raise AssertionError(f"{where} the kernel uses the __shared__ array {shared[0]}: this "
+                             f"puzzle sums with warp shuffles only ({p.hint})")
+    if p.number == 10:
+        atomics = tr.records[tr.records["kind"] == 2]
+        per_block = np.bincount(atomics["block"], minlength=tr.blocks)
+        if per_block.min() != 1 or per_block.max() != 1:
+            b = int(np.argmax(per_block != 1))
+            raise AssertionError(
+                f"{where} block {b} makes {int(per_block[b])} atomicAdd calls on *out where each "
+                f"block should make exactly one: sum the block's products in shared memory "
+                f"first, then let thread 0 add the block's sum.")
+    if p.number in (4, 5, 6):
+        ref = getattr(load("puzzles", defines=P.DEFINES, backend="cpu"), p.kernel)
+        intended = run_case(p, ref, case, traced=True)[3]
+        for name in p.inputs + ("out",):
+            got, want = _sectors(tr, name), _sectors(intended, name)
+            if got > want:
+                raise AssertionError(
+                    f"{where} the warps' requests to {name} touch {got} 32-byte sectors where the "
+                    f"intended pattern touches {want}: {COALESCE_HINT[p.number]}")
+
+
+COALESCE_HINT = {
+    4: "let threadIdx.x run along a row (consecutive columns), so that a warp's lanes touch "
+       "consecutive addresses.",
+    5: "let threadIdx.x run along a row (consecutive columns), so that a warp's lanes touch "
+       "consecutive addresses.",
+    6: "on each pass neighbouring threads should take neighbouring elements (i starts at the "
+       "global index and steps by gridDim.x * blockDim.x).",
+}
+
+
+def _sectors(tr, name: str) -> int:
+    """32-byte sectors the warps' requests to array ``name`` touched, summed over requests."""
+    try:
+        r = tr.records[tr.records["array"] == tr.array(name)]
+    except KeyError:
+        return 0
+    _, first = np.unique(r["request"], return_index=True)
+    return int(r["sectors"][first].sum())
+
+
+def your_run(k: int, source, case=None):
+    """The trace of the learner's kernel for puzzle ``k`` at the lab's example size: draw it
+    with ``gc.draw(your_run(k, source))``."""
+    p = P.puzzle(k)
+    kernel = learner_kernel(source, f"puzzle{k}.cu", p.kernel, defines=P.DEFINES)
+    tr = run_case(p, kernel, p.example if case is None else case, traced=True)[3]
+    return replace(tr, label=f"Puzzle {k} ({p.title}), your kernel")
+
+
+def intended(k: int):
+    """The trace of the reference answer of puzzle ``k``: the intended access pattern."""
+    p = P.puzzle(k)
+    kernel = getattr(load("puzzles", defines=P.DEFINES, backend="cpu"), p.kernel)
+    tr = run_case(p, kernel, p.example, traced=True)[3]
+    return replace(tr, label=f"Puzzle {k} ({p.title}), the intended pattern")
