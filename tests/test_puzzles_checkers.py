@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from gpucourse.check import expect_failure, puzzles as cp
-from gpucourse.kernels import KERNEL_DIR, puzzles as P
+from gpucourse.kernels import puzzles as P
+from gpucourse.paths import KERNEL_DIR
 
 SOURCE = (KERNEL_DIR / "puzzles.cu").read_text()
 

@@ -16,10 +16,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from .. import models
+from .. import precision
 from ..kernels import load, puzzles as P
 from ..profiler.trace import trace
-from . import Exercise, compare_report, learner_kernel, random_array, run_learner_kernel
+from .compare import compare_report, random_array
+from .lab import Exercise, learner_kernel, run_learner_kernel
 
 __all__ = ["check_puzzle", "your_run", "intended", "run_case", "exercise_number"]
 
@@ -51,7 +52,7 @@ def run_case(p, kernel, case, seed: int = 0, *, race_check: bool = True, traced:
         run_learner_kernel(kernel, grid, block, args, _case_text(p, case),
                            race_check=race_check)
     depth, mags = P.terms(p, inputs, case)
-    atol = models.gamma(depth + 1) * mags + 1e-6 * (depth == 1)
+    atol = precision.gamma(depth + 1) * mags + 1e-6 * (depth == 1)
     return out, P.reference(p, inputs, case).reshape(out_shape), atol, tr
 
 

@@ -214,7 +214,7 @@ def reference(p: Puzzle, inputs: dict, case) -> np.ndarray:
 
 def terms(p: Puzzle, inputs: dict, case) -> tuple[int, np.ndarray]:
     """(most terms summed into one output, sum of their magnitudes per output): the float32
-    error bound of the sums (models.sum_error_bound), 1 term for the maps."""
+    error bound of the sums (precision.sum_error_bound), 1 term for the maps."""
     ab = {k: np.abs(v.astype(np.float64)) for k, v in inputs.items()}
     if p.number in (7, 8, 9, 10, 11, 12):
         mags = reference(p, ab, case)
