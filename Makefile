@@ -17,7 +17,7 @@ JOBS ?= 2
 NBVAL := --dist loadscope --nbval-current-env --nbval-cell-timeout=600 -p no:cacheprovider
 
 .PHONY: lab test test-unit test-notebooks test-matrix test-cpu-checks test-browser venv labs \
-	check-format gpu-check doctor clean FORCE
+	check-format gpu-check gpu-session doctor clean FORCE
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -131,6 +131,12 @@ doctor: $(VENV)/.installed-dev
 # On a machine with a GPU: uses the Python it finds (installs nothing), puts src/ on the path.
 gpu-check:
 	PYTHONPATH=src $(PYTHON) tools/gpu_check.py
+
+# On a GPU machine: tests, each chapter's GPU check, the kernel timings (and Nsight Compute where
+# installed), every notebook and the browser test, each a step under 8 minutes with its own log
+# in results/gpu-session/ (STEPS="ch5 notebooks" runs some).
+gpu-session:
+	PYTHON="$(PYTHON)" bash tools/gpu_session.sh $(STEPS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

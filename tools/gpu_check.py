@@ -1,6 +1,6 @@
 """`make gpu-check`: on a machine with a CUDA GPU, run the GPU tests and time the course's kernels.
 
-    PYTHONPATH=src python3 tools/gpu_check.py [--out DIR] [--skip-tests] [--skip-chapters]
+    PYTHONPATH=src python3 tools/gpu_check.py [--out DIR] [--skip-tests] [--skip-chapters] [--skip-kernels]
                                               [--chapters 1,4] [--budget-s 270]
 
 Uses the Python it is run with and installs nothing; a missing piece (CuPy, pytest, a
@@ -284,6 +284,9 @@ def main() -> int:
     parser.add_argument("--out", default=str(ROOT / "results"), help="folder for the JSON file")
     parser.add_argument("--skip-tests", action="store_true")
     parser.add_argument("--skip-chapters", action="store_true")
+    parser.add_argument("--skip-kernels", action="store_true",
+                        help="skip the kernel timings and the Nsight Compute comparison "
+                             "(tools/gpu_session.sh runs them as a step of their own)")
     parser.add_argument("--no-reference", action="store_true",
                         help="do not update src/gpucourse/data/reference/<gpu>.json")
     parser.add_argument("--budget-s", type=float, default=270,
@@ -328,12 +331,13 @@ def main() -> int:
     # A step that fails as a whole (a CUDA error a chapter left behind is sticky, an allocation
     # fails) is recorded and the run goes on: the chapters' figures are still printed and
     # written to the reference data.
-    try:
-        rows, sizes = kernel_benchmarks()
-    except Exception as exc:
-        rows, sizes = [], {}
-        record["kernels_error"] = f"{type(exc).__name__}: {exc}"
-        print(f"kernel benchmarks: {record['kernels_error']}", flush=True)
+    rows, sizes = [], {}
+    if not args.skip_kernels:
+        try:
+            rows, sizes = kernel_benchmarks()
+        except Exception as exc:
+            record["kernels_error"] = f"{type(exc).__name__}: {exc}"
+            print(f"kernel benchmarks: {record['kernels_error']}", flush=True)
     record["kernel_sizes"] = sizes
     record["kernels"] = rows
     if rows:
@@ -345,16 +349,18 @@ def main() -> int:
     if not args.no_reference:
         print(f"reference data: {write_reference(record)}", flush=True)
     # The emulator profiler's counters against Nsight Compute's (skips itself without ncu).
-    ncu_json = out / "ncu_compare.json"
-    try:
-        sys.path.insert(0, str(ROOT / "tools"))
-        import ncu_compare
+    record["ncu_compare"] = "skipped (--skip-kernels)"
+    if not args.skip_kernels:
+        ncu_json = out / "ncu_compare.json"
+        try:
+            sys.path.insert(0, str(ROOT / "tools"))
+            import ncu_compare
 
-        ncu_compare.main(["--json", str(ncu_json)])
-        record["ncu_compare"] = str(ncu_json) if ncu_json.exists() else "skipped"
-    except Exception as exc:
-        record["ncu_compare"] = f"failed: {type(exc).__name__}: {exc}"
-        print(f"ncu_compare: {record['ncu_compare']}", flush=True)
+            ncu_compare.main(["--json", str(ncu_json)])
+            record["ncu_compare"] = str(ncu_json) if ncu_json.exists() else "skipped"
+        except Exception as exc:
+            record["ncu_compare"] = f"failed: {type(exc).__name__}: {exc}"
+            print(f"ncu_compare: {record['ncu_compare']}", flush=True)
     save()
     print(f"\nwrote {path} ({record['seconds']:.0f} s)")
     bad = (record["tests"].get("status") not in ("passed", "skipped")
