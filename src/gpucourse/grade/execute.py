@@ -65,6 +65,21 @@ def _package_parent() -> str:
     return str(pathlib.Path(__file__).resolve().parents[2])
 
 
+# A Unix socket's path holds at most 107 bytes (108 on Linux with the NUL); the kernel's five
+# sockets are named <folder>/kernel-<port>, with ports up to 5 digits.
+SOCKET_PATH_MAX = 107
+
+
+def _socket_folder(root: str) -> str:
+    """Where the kernel's sockets go: ``root`` when their paths fit, else a private folder
+    with a short name (a long TMPDIR, as on macOS or under pytest, would make ``bind`` fail
+    with "File name too long")."""
+    if len(os.path.join(root, "kernel-99999").encode()) <= SOCKET_PATH_MAX:
+        return root
+    short = "/tmp" if os.path.isdir("/tmp") and os.access("/tmp", os.W_OK) else None
+    return tempfile.mkdtemp(prefix=f"gpucourse-grade-{os.getpid()}-", dir=short)
+
+
 def _remove_tree(path: str) -> None:
     def retry(func, p, _exc):  # a folder the learner's code made read-only
         try:
@@ -153,6 +168,7 @@ def run_notebook(nb: dict, limits: Limits, threads: int | None = None) -> Run:
     from nbclient.exceptions import DeadKernelError
 
     root = tempfile.mkdtemp(prefix=f"gpucourse-grade-{os.getpid()}-")
+    sockets = _socket_folder(root)
     cgroup, why = (Cgroup.create(f"gpucourse-grade-{os.getpid()}-{uuid.uuid4().hex[:8]}",
                                  max_tasks(limits, threads or 1))
                    if limits.use_cgroup else (None, "turned off"))
@@ -173,7 +189,7 @@ def run_notebook(nb: dict, limits: Limits, threads: int | None = None) -> Run:
                                 kernel_spec_manager=KernelSpecManager(kernel_dirs=[kernels]))
         km.connection_file = os.path.join(root, "connection.json")
         # Unix sockets in the submission's private folder, not TCP ports any local user can reach.
-        km.transport, km.ip = "ipc", os.path.join(root, "kernel")
+        km.transport, km.ip = "ipc", os.path.join(sockets, "kernel")
         client = NotebookClient(node, km=km, kernel_name="graded", allow_errors=True,
                                 interrupt_on_timeout=True, error_on_timeout=TIMEOUT_REPLY,
                                 startup_timeout=120, on_cell_error=_mark_timeouts,
@@ -219,6 +235,8 @@ def run_notebook(nb: dict, limits: Limits, threads: int | None = None) -> Run:
         if cgroup:
             cgroup.remove()
         _remove_tree(root)
+        if sockets != root:
+            _remove_tree(sockets)
     for cell in node.cells[len(run.cells):]:  # cells after a kernel that never started
         run.cells.append(None if cell.cell_type != "code" else CellRun("not run"))
     run.notebook = nbformat.from_dict(node)
