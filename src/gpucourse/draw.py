@@ -343,7 +343,8 @@ def _caption(tr, info, r) -> str:
     oob = r[r["oob"]]
     if len(oob):
         notes.append(f"{len(oob)} out of bounds")
-    return " ".join(parts[:1]) + " " + ", ".join(parts[1:]) + ("; " + ", ".join(notes) if notes else "")
+    # The notes on a line of their own: one line of both ran past the figure's right edge.
+    return " ".join(parts[:1]) + " " + ", ".join(parts[1:]) + ("\n" + ", ".join(notes) if notes else "")
 
 
 def _legend(fig, tr) -> None:
