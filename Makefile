@@ -47,9 +47,17 @@ venv: $(VENV)/.installed-dev
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 LAB_ARGS ?=
 
+# JupyterLab asks whether to fetch news in a popup that covers the end of check messages:
+# answered "no" once for this environment (overrides.json: defaults a user may still change).
+LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
+
 lab: $(VENV)/.installed-lab
-	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --ServerApp.root_dir=. $(ALLOW_ROOT) $(LAB_ARGS) \
-		notebooks/00_start_here.ipynb
+	$(PY) -c "import json, pathlib; p = pathlib.Path('$(LAB_OVERRIDES)'); \
+	  o = json.loads(p.read_text()) if p.exists() else {}; \
+	  o.setdefault('@jupyterlab/apputils-extension:notification', {}).update(fetchNews='false', checkForUpdates=False); \
+	  p.parent.mkdir(parents=True, exist_ok=True); p.write_text(json.dumps(o, indent=2))"
+	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --ServerApp.root_dir=. $(ALLOW_ROOT) \
+		--LabApp.news_url=None $(LAB_ARGS) notebooks/00_start_here.ipynb
 
 # Unit tests, then every notebook executed: chapters (notebooks/) run top to bottom,
 # solutions (solutions/) are compared output by output.

@@ -75,7 +75,9 @@ def test_explorer_runs_and_reports_unavailable_choices():
     w.controls["precision"].value = "bf16"
     assert len(calls) == 2 and "no bf16 here" in w.status.value
     labels = [lab for lab, _ in w.controls["precision"].options]
-    assert labels[1].startswith("bf16  (unavailable")
+    assert labels[1] == "bf16 (not available here)"  # short: a long reason is cut off
+    assert "bf16: no bf16 here" in w.controls["precision"].tooltip
+    assert "still the last one that ran" in w.status.value
 
 
 def test_explorer_shows_errors_instead_of_raising():

@@ -4,8 +4,10 @@
 Starts JupyterLab on 127.0.0.1 at a free port with a random token, opens each notebook,
 restarts the kernel and runs all cells, fails on any error output, moves the widgets named
 in INTERACTIONS and checks that the figure they drive changes, and saves one screenshot per
-notebook. The server is shut down at the end, also when the test fails; a server left by an
-earlier, killed run is stopped first.
+notebook. With every notebook (no list given) it then walks a lab as a learner would
+(LAB_STEPS: an unanswered exercise, a wrong and a right answer typed into the cell) and checks
+that each check cell shows its one short block, no traceback. The server is shut down at the
+end, also when the test fails; a server left by an earlier, killed run is stopped first.
 
     python tools/browser_test.py [--out DIR] [notebooks/01_….ipynb ...]
 
@@ -164,9 +166,11 @@ def _wait_idle(page, timeout_s: float) -> None:
 
 
 def _error_outputs(page) -> list[str]:
-    """Tracebacks shown in the notebook (JupyterLab renders errors as stderr text)."""
+    """Errors shown in the notebook (JupyterLab renders them as stderr text): tracebacks, and
+    the one-block messages of lab checks."""
     loc = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']",
-                       has_text="Traceback (most recent call last)")
+                       has_text=re.compile(r"Traceback \(most recent call last\)|"
+                                           r"not yet right:|is not done yet"))
     return [loc.nth(i).inner_text()[-400:] for i in range(loc.count())]
 
 
@@ -208,8 +212,8 @@ def _move(page, description: str, how: str) -> None:
         current = select.input_value()
         for i in range(options.count()):
             value = options.nth(i).get_attribute("value")
-            label = options.nth(i).inner_text()
-            if value != current and "unavailable" not in label:
+            label = options.nth(i).inner_text().replace("\xa0", " ")  # ipywidgets: nbsp
+            if value != current and "not available" not in label:
                 select.select_option(value=value)
                 return
         raise BrowserTestError(f"dropdown {description!r} has no other available option")
@@ -254,6 +258,71 @@ def check_notebook(page, server: LabServer, nb: pathlib.Path, shots: pathlib.Pat
     return failures
 
 
+# A lab walked as a learner would: (exercise cell, check cell, answer typed, what the check
+# cell must show). None as the answer runs the lab's cell as it is (unanswered).
+LAB = "labs/01_architecture_and_bottlenecks_lab.ipynb"
+LAB_STEPS = [
+    ("# Exercise 1.1", "check1.check_coalesced_scale(element_source)", None,
+     ["Exercise 1.1 is not done yet: `element_source` is not defined"]),
+    ("def roofline_time", "check1.check_bound(roofline_time)",
+     "def roofline_time(flops, nbytes, gpu, precision):\n"
+     "    g = gc.specs.lookup(gpu)\n"
+     "    t = flops / g.peak_flops(precision) + nbytes / g.bandwidth_Bps\n"
+     "    return t, \"memory\"\n",
+     ["Exercise 1.3 (roofline time and bound) not yet right:", "not their sum"]),
+    ("def roofline_time", "check1.check_bound(roofline_time)",
+     "def roofline_time(flops, nbytes, gpu, precision):\n"
+     "    g = gc.specs.lookup(gpu)\n"
+     "    tc, tm = flops / g.peak_flops(precision), nbytes / g.bandwidth_Bps\n"
+     "    return max(tc, tm), \"compute\" if tc >= tm else \"memory\"\n",
+     ["Exercise 1.3 passed: roofline time and bound."]),
+]
+
+
+def _run_cell(page, cell, text: str | None, timeout_s: float) -> str:
+    """Type ``text`` into ``cell`` (unless None), run it, and return its output's text."""
+    editor = cell.locator(".cm-content").first
+    editor.click()
+    if text is not None:
+        page.keyboard.press("Control+a")
+        page.keyboard.insert_text(text)
+    before = cell.locator(".jp-InputPrompt").inner_text()
+    page.keyboard.press("Control+Enter")
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        prompt = cell.locator(".jp-InputPrompt").inner_text()
+        if prompt != before and "*" not in prompt:
+            return cell.locator(".jp-OutputArea").inner_text()
+        time.sleep(0.3)
+    raise BrowserTestError(f"a cell did not finish within {timeout_s:.0f} s")
+
+
+def check_lab_messages(page, server: LabServer, shots: pathlib.Path, timeout_s: float) -> list[str]:
+    """Answer exercises of a lab wrongly, rightly and not at all, as a learner would, and check
+    that what renders under each check cell is the one short block (no traceback)."""
+    page.goto(f"{server.base}/lab/workspaces/t{secrets.token_hex(4)}/tree/{LAB}"
+              f"?reset&token={server.token}")
+    page.locator(".jp-Notebook").first.wait_for(timeout=60_000)
+    page.get_by_text("Python 3 (ipykernel) | Idle").first.wait_for(timeout=90_000)
+    cells = page.locator(".jp-Notebook .jp-CodeCell")
+    texts = [cells.nth(i).locator(".cm-content").inner_text() for i in range(cells.count())]
+    failures = []
+    _run_cell(page, cells.nth(0), None, timeout_s)  # the imports
+    for k, (exercise, check, answer, wanted) in enumerate(LAB_STEPS):
+        i = next(n for n, t in enumerate(texts) if t.lstrip().startswith(exercise))
+        j = next(n for n, t in enumerate(texts) if check in t)
+        _run_cell(page, cells.nth(i), answer, timeout_s)
+        shown = _run_cell(page, cells.nth(j), None, timeout_s)
+        cells.nth(j).scroll_into_view_if_needed()
+        page.screenshot(path=str(shots / f"lab_message_{k}.png"), full_page=False)
+        missing = [w for w in wanted if w not in shown]
+        if missing or "Traceback" in shown or "gpucourse/" in shown or len(shown.splitlines()) > 6:
+            failures.append(f"{LAB}: step {k} shows {shown[:300]!r}, expected {wanted}")
+        else:
+            print(f"  {LAB}: step {k} shows {shown.splitlines()[0]!r}")
+    return failures
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("notebooks", nargs="*", help="default: every notebooks/*.ipynb")
@@ -262,6 +331,9 @@ def main(argv=None) -> int:
     # Generous: a notebook that takes 60 s on two idle cores can take minutes pinned to one busy
     # core (make test-matrix); only a hang should fail here, as nbval's cell timeout does.
     p.add_argument("--timeout", type=float, default=600, help="seconds per notebook run")
+    p.add_argument("--lab-messages", action=argparse.BooleanOptionalAction, default=None,
+                   help="also answer exercises of a lab wrongly and rightly and check the "
+                        "messages shown (default: with every notebook, not with a list)")
     args = p.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
@@ -291,6 +363,18 @@ def main(argv=None) -> int:
                 status = "ok" if not found else "FAILED"
                 print(f"{nb.name}: {status} in {time.time() - t0:.0f} s", flush=True)
                 failures += found
+            if args.lab_messages if args.lab_messages is not None else not args.notebooks:
+                page = context.new_page()
+                try:
+                    failures += check_lab_messages(page, server, out, args.timeout)
+                except Exception as exc:  # recorded like a notebook's failure
+                    failures.append(f"{LAB}: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+                    try:
+                        page.screenshot(path=str(out / "lab_messages.png"))
+                    except Exception:  # noqa: S110 (the failure above says what went wrong)
+                        pass
+                finally:
+                    page.close()
         finally:
             browser.close()
     print(f"screenshots: {out}")

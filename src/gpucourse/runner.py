@@ -111,14 +111,30 @@ def run(chapters=None, out="results", quick: bool = True, stream=sys.stderr) -> 
     bar.close()
     try:  # the folder took a file before the chapters ran, but a disk can fill up meanwhile
         (out / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
-        (out / "index.html").write_text(summary_html(report), encoding="utf-8")
+        (out / "index.html").write_text(summary_html(report, out), encoding="utf-8")
     except OSError as exc:
         raise _cannot_write(out, exc) from None
     return report
 
 
-def summary_html(report: dict) -> str:
-    """A one-page HTML summary: device, per-chapter status and figures."""
+#: The page's width in CSS pixels: a figure saved at least this wide spans it.
+PAGE_PX = 1200
+
+
+def _png_width(path: pathlib.Path) -> int | None:
+    """The width in pixels of a PNG file (its IHDR header), or None when it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(24)
+    except OSError:
+        return None
+    return int.from_bytes(head[16:20], "big") if head[:8] == b"\x89PNG\r\n\x1a\n" else None
+
+
+def summary_html(report: dict, folder=None) -> str:
+    """A one-page HTML summary: device, per-chapter status and figures. Each figure links to
+    its full-size PNG and is shown at its own width (a three-panel figure spans the page, two
+    narrow ones share a row), wrapped without gaps."""
     dev = device.DeviceInfo(**{k: (tuple(v) if k == "compute_capability" and v else v)
                                for k, v in report["device"].items()})
     parts = [f"<h1>GPU course: headless run</h1><p>{html.escape(report['date'])} · "
@@ -129,10 +145,19 @@ def summary_html(report: dict) -> str:
                      f"({html.escape(status)})</h2>")
         if "error" in entry:
             parts.append(f"<pre>{html.escape(entry['error'])}</pre>")
+        figures = []
         for fig in entry.get("figures", []):
-            parts.append(f"<img src='{html.escape(fig)}' style='max-width:48%;margin:4px'>")
+            width = _png_width(pathlib.Path(folder) / fig) if folder is not None else None
+            share = min(100.0, 100.0 * width / PAGE_PX) if width else 49.0
+            name = html.escape(fig)
+            figures.append(f"<a href='{name}' title='full size'><img src='{name}' alt='{name}' "
+                           f"style='width:calc({share:.1f}% - 4px)'></a>")
+        if figures:
+            parts.append("<div class='figures'>" + "".join(figures) + "</div>")
     return ("<!doctype html><html><head><meta charset='utf-8'><title>GPU course report</title>"
-            "</head><body style='font-family:sans-serif;max-width:1200px;margin:auto'>"
+            "<style>.figures{display:flex;flex-wrap:wrap;align-items:flex-start;gap:4px}"
+            ".figures a{display:contents}.figures img{height:auto;max-width:100%}</style>"
+            f"</head><body style='font-family:sans-serif;max-width:{PAGE_PX}px;margin:auto'>"
             + "".join(parts) + "</body></html>\n")
 
 

@@ -42,18 +42,21 @@ def block_size_slider(values=BLOCK_SIZES, value: int = 256,
 
 def choice(options, value=None, description: str = "",
            unavailable: Mapping[str, str] | None = None) -> W.Dropdown:
-    """A dropdown whose unavailable options stay listed, marked with the reason.
+    """A dropdown whose unavailable options stay listed, marked as such.
 
-    The reason shows in the option's label; choosing it shows the reason instead of running.
+    The label stays short (a sentence-long reason is cut off at the dropdown's width); the
+    reasons are the dropdown's tooltip, and choosing such an option shows its reason instead
+    of running.
     """
     unavailable = dict(unavailable or {})
     options = list(options)
     _one_of(options[0] if value is None and options else value, options, description or "choice")
-    labels = [(f"{o}  (unavailable: {unavailable[o]})" if o in unavailable else str(o), o)
-              for o in options]
+    labels = [(f"{o} (not available here)" if o in unavailable else str(o), o) for o in options]
     first_ok = next((o for o in options if o not in unavailable), options[0])
     dd = W.Dropdown(options=labels, value=first_ok if value is None else value,
-                    description=description, style={"description_width": "initial"})
+                    description=description, style={"description_width": "initial"},
+                    layout=W.Layout(width="max-content"),
+                    tooltip="; ".join(f"{o}: {r}" for o, r in unavailable.items()) or None)
     dd.unavailable = unavailable
     return dd
 
@@ -147,7 +150,8 @@ class Explorer(W.VBox):
             reason = getattr(w, "unavailable", {}).get(values[name])
             if reason:
                 self.status.value = (f"<span style='color:#b2182b'>{name}={values[name]} "
-                                     f"is not available here: {reason}</span>")
+                                     f"is not available here: {reason}. The figure below is "
+                                     "still the last one that ran.</span>")
                 return
         self.status.value = "<i>running…</i>"
         self.progress.value = 0

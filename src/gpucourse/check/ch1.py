@@ -215,10 +215,25 @@ def check_bound(roofline_time: Callable, number: str = "1.3") -> None:
                                     "a pair (seconds, 'memory' or 'compute')")
             t = number_answer(t, f"{call} a time that is", "seconds")
             choice_answer(bound, f"{call} a bound that is", ("memory", "compute"))
-            assert math.isclose(t, ref.time, rel_tol=1e-3), (
-                f"{what} on the {gpu} ({prec}): {t:.4g} s, expected {ref.time:.4g} s "
-                f"= max(FLOPs / peak {prec} FLOP/s, bytes / bandwidth in bytes/s): compute and "
-                "memory traffic overlap, so the slower of the two sets the time.")
+            if not math.isclose(t, ref.time, rel_tol=1e-3):
+                spec = specs.lookup(gpu)
+                t_c, t_m = flops / spec.peak_flops(prec), nbytes / spec.bandwidth_Bps
+                mistakes = (
+                    (t_c + t_m, "that is compute + memory time: the two overlap, so the time is "
+                                "the larger of the two, not their sum"),
+                    (min(t_c, t_m), "that is the faster of the two: the slower one sets the time"),
+                    (max(flops / spec.peak_flops("fp32"), t_m),
+                     f"that uses the fp32 peak: use the {prec} peak, spec.peak_flops(precision)"),
+                    (max(t_c, nbytes / (spec.bandwidth_Bps / 1e9)),
+                     "that divides bytes by GB/s: the bandwidth is spec.bandwidth_Bps, in bytes/s"),
+                )
+                why = next((w for v, w in mistakes if math.isclose(t, v, rel_tol=1e-3)
+                            and not math.isclose(v, ref.time, rel_tol=1e-3)),
+                           "compute and memory traffic overlap, so the slower of the two sets "
+                           "the time")
+                raise AssertionError(
+                    f"{what} on the {gpu} ({prec}): {t:.4g} s, expected {ref.time:.4g} s "
+                    f"= max(FLOPs / peak {prec} FLOP/s, bytes / bandwidth in bytes/s): {why}.")
             assert bound == ref.bound, (
                 f"{what} on the {gpu} ({prec}): {ref.bound}-bound, not {bound}-bound: its intensity "
                 f"{ref.intensity:.3g} FLOP/byte is {'below' if ref.bound == 'memory' else 'above'} "
@@ -230,7 +245,7 @@ def check_bound(roofline_time: Callable, number: str = "1.3") -> None:
 # Ratios to the true GB/s that a wrong unit gives (the simulated device's synchronize is
 # accurate to a few µs in 4 ms, so a correct timer lands within about 1 %).
 _WRONG_UNITS = ((0.915, 0.945, "GiB/s (2^30 bytes per second)"),
-                (300.0, 3000.0, "MB/s"), (3e-4, 3e-3, "TB/s"),
+                (7.3, 8.7, "Gb/s (bits: 8 per byte)"), (300.0, 3000.0, "MB/s"), (3e-4, 3e-3, "TB/s"),
                 (3e8, 3e12, "bytes per second"))
 
 
@@ -336,11 +351,25 @@ def check_transfer(transfer_seconds: Callable, worth_moving: Callable, number: s
                                 f"transfer_seconds({nbytes}, {gpu!r}, {pinned}) returned", "seconds")
             want = _ref_transfer(nbytes, gpu, pinned)
             spec = specs.lookup(gpu)
-            assert math.isclose(got, want, rel_tol=1e-3), (
-                f"transfer_seconds({nbytes:,} bytes, {gpu!r}, pinned={pinned}) = {got:.4g} s, "
-                f"expected {want:.4g} s = {models.TRANSFER_LATENCY_S * 1e6:g} µs latency + bytes / "
-                f"{spec.link_bandwidth_Bps(pinned) / 1e9:.3g} GB/s "
-                f"(spec.link_bandwidth_Bps(pinned={pinned}) for the {spec.name}).")
+            if not math.isclose(got, want, rel_tol=1e-3):
+                lat = models.TRANSFER_LATENCY_S
+                mistakes = (
+                    (nbytes / spec.link_bandwidth_Bps(pinned), "the latency is missing"),
+                    (lat + nbytes / spec.pcie_bandwidth_Bps, "that is the theoretical PCIe rate: "
+                     "copies reach spec.link_bandwidth_Bps(pinned), 85 % of it when pinned"),
+                    (lat + nbytes / spec.link_bandwidth_Bps(not pinned),
+                     f"that is the {'pageable' if pinned else 'pinned'} bandwidth: pass pinned on"),
+                    (lat + nbytes / 2**30 / (spec.link_bandwidth_Bps(pinned) / 1e9),
+                     "that counts GiB against GB/s: divide bytes by bytes/s"),
+                )
+                why = next((w for v, w in mistakes if math.isclose(got, v, rel_tol=1e-3)
+                            and not math.isclose(v, want, rel_tol=1e-3)), "")
+                raise AssertionError(
+                    f"transfer_seconds({nbytes:,} bytes, {gpu!r}, pinned={pinned}) = {got:.4g} s, "
+                    f"expected {want:.4g} s = {lat * 1e6:g} µs latency + bytes / "
+                    f"{spec.link_bandwidth_Bps(pinned) / 1e9:.3g} GB/s "
+                    f"(spec.link_bandwidth_Bps(pinned={pinned}) for the {spec.name})"
+                    + (f": {why}." if why else "."))
         for case in _decision_cases():
             batch, result, cpu_s, gpu_s, gpu, pinned, reuses = case
             want = _ref_worth_moving(*case)

@@ -246,21 +246,53 @@ def _bank_cases() -> dict[str, list[int]]:
     return cases
 
 
+def _ways(addresses, word=lambda a: a // 4, bank=lambda w: w % 32, distinct=True) -> int:
+    banks: dict[int, list[int]] = {}
+    for a in addresses:
+        banks.setdefault(bank(word(a)), []).append(word(a))
+    return max(len(set(w)) if distinct else len(w) for w in banks.values())
+
+
+#: (what a known mistake answers for a pattern, what to say): chosen when a learner's answers
+#: are the mistake's on every pattern.
+_BANK_MISTAKES = (
+    (lambda a: _ways(a, word=lambda a: a),
+     "Your answers are those of banks taken from byte addresses: a bank holds 4-byte words, so "
+     "the bank of byte address a is (a // 4) % 32."),
+    (lambda a: _ways(a, distinct=False),
+     "Your answers count lanes: lanes that read the SAME 4-byte word are served at once (a "
+     "broadcast), so count distinct words per bank."),
+    (lambda a: _ways(a, bank=lambda w: w % 16),
+     "Your answers are those of 16 banks: shared memory has 32 banks of 4 bytes."),
+    (lambda a: len({(x // 4) % 32 for x in a}),
+     "Your answers count the banks a warp touches: the n of an n-way conflict is the most "
+     "distinct words that fall in ONE bank."),
+    (lambda a: _ways(a, word=lambda a: a // 8),
+     "Your answers are those of 8-byte words: a bank holds 4-byte words, (a // 4) % 32."),
+)
+
+
 def check_bank_ways(bank_ways: Callable, number: str = "2.1",
                     title: str = "counting bank conflicts") -> None:
     """``bank_ways(byte_addresses) -> int`` must equal the n-way of models.bank_conflicts."""
     with Exercise(number, title):
         callable_answer(bank_ways, "bank_ways is", "def bank_ways(byte_addresses): ...")
-        for name, addrs in _bank_cases().items():
+        cases = _bank_cases()
+        answers = {name: whole_answer(bank_ways(list(addrs)),
+                                      f"bank_ways for the pattern {name!r} returned",
+                                      "the n of an n-way conflict", strict=True)
+                   for name, addrs in cases.items()}
+        for name, addrs in cases.items():
             want = models.bank_conflicts(addrs).ways
-            got = whole_answer(bank_ways(list(addrs)), f"bank_ways for the pattern {name!r} returned",
-                               "the n of an n-way conflict", strict=True)
+            got = answers[name]
             if got != want:
-                hint = ""
-                if name.startswith("broadcast") or "pairs" in name or "two words" in name:
+                hint = next((" " + why for mistake, why in _BANK_MISTAKES
+                             if all(mistake(cases[k]) == answers[k] for k in cases)), "")
+                broadcast = name.startswith("broadcast") or "pairs" in name or "two words" in name
+                if not hint and broadcast:
                     hint = (" Lanes that read the SAME 4-byte word are served at once "
                             "(a broadcast): count distinct words per bank, not lanes.")
-                elif "stride 8" in name or "column" in name:
+                elif not hint and ("stride 8" in name or "column" in name):
                     hint = " The bank of a byte address a is (a // 4) % 32."
                 raise AssertionError(f"pattern {name!r}: you say {int(got)}-way, the right answer "
                                      f"is {want}-way.{hint}")
@@ -401,14 +433,24 @@ def check_buffer_reuse(momentum_steps: Callable, number: str = "2.4",
             bound_w, bound_v = momentum_error_bound(w, v, grads, 0.05, 0.9)
             w_id, v_id = w.untyped_storage().data_ptr(), v.untyped_storage().data_ptr()
             w0, v0 = w.clone(), v.clone()
-            momentum_steps(w, v, grads, 0.05, 0.9)
+            returned = momentum_steps(w, v, grads, 0.05, 0.9)
+            for name, mine in zip("wv", (w, v)):
+                got = returned[0 if name == "w" else 1] if isinstance(returned, (tuple, list)) \
+                    and len(returned) == 2 else None
+                if isinstance(got, torch.Tensor) and got is not mine and not torch.equal(got, mine):
+                    raise AssertionError(
+                        f"the {name} you return is a new tensor, and the caller's {name} holds "
+                        f"something else: an assignment such as `{name} = {name}.mul_(beta) + g` "
+                        "makes a new tensor; keep every step in place (v.mul_(beta).add_(g), "
+                        "w.add_(v, alpha=-lr)).")
             assert w.untyped_storage().data_ptr() == w_id and v.untyped_storage().data_ptr() == v_id, \
                 "update w and v in place (w.add_, v.mul_, ...): keep the caller's tensors"
             assert not (torch.equal(w, w0) or torch.equal(v, v0)), (
                 "the caller's w and v did not change: `w = w - ...` makes a new tensor and leaves "
                 "the caller's alone; update them in place (w.add_(v, alpha=-lr), v.mul_(beta)...).")
-            assert_close(v, want_v, rtol=0, atol=bound_v, name=f"v after {steps} steps (n={n})")
-            assert_close(w, want_w, rtol=0, atol=bound_w, name=f"w after {steps} steps (n={n})")
+            after = f"after {steps} step{'s' * (steps != 1)} (n={n})"
+            assert_close(v, want_v, rtol=0, atol=bound_v, name=f"v {after}")
+            assert_close(w, want_w, rtol=0, atol=bound_w, name=f"w {after}")
         n = 10_007
         w = torch.from_numpy(random_array(n, np.float32, seed=1))
         v = torch.from_numpy(random_array(n, np.float32, seed=2))

@@ -197,9 +197,10 @@ def check_average_gradients(result: dict, number: str = "3.2",
 # --------------------------------------------------------------------------- 3.3
 
 # (stages, target): the boundaries where the bubble equals the target exactly are included,
-# so "<=" instead of "<" fails.
+# so "<=" instead of "<" fails; both ends of the range: one micro-batch with two stages (a
+# search from 2 misses it) and more than a hundred (a search capped at 100 misses it).
 MICROBATCH_CASES = [(2, 0.2), (4, 0.2), (4, 0.25), (8, 0.2), (1, 0.2), (3, 0.5), (16, 0.2),
-                    (6, 0.1)]
+                    (6, 0.1), (2, 0.6), (8, 0.05), (2, 0.009)]
 
 
 def smallest_microbatches_reference(stages: int, target: float) -> int:
@@ -263,6 +264,11 @@ STRATEGY_CASES = [
     (3e9, 2.5e9, 24 * GIB, 4),     # 53 GB on 24 GiB: 2.06 -> 3 stages
     (20e9, 1e10, 80 * GIB, 4),     # 340 GB on 80 GiB: 3.96 -> 4 stages, all devices
     (100e6, 5e7, 16 * GIB, 1),     # one device, fits
+    # exact multiples of the device memory (18 GB of state): need // memory + 1 is one too many
+    (1e9, 1e9, 9e9, 4),            # exactly 2 devices' worth: 2 stages
+    (1e9, 1e9, 18e9, 4),           # exactly one device's worth: data parallel
+    (1e9, 1e9, 4.5e9, 4),          # exactly 4 devices' worth on 4 devices: 4 stages, all of them
+    (1e9, 1e9, 6e9, 2),            # exactly 3 devices' worth on 2: does not fit, 3 stages
 ]
 
 
@@ -309,7 +315,14 @@ def check_strategy(choose_strategy, number: str = "3.4",
                 continue
             weights_only = params * 2 + acts * 2
             fp32 = models.training_memory(int(params), int(acts)).total
-            if need != fp32 and (name, k) == _strategy_for(fp32, mem, n):
+            if need % mem == 0 and k == need // mem + 1:
+                why = (f"the state is exactly {need // mem:g} x the device memory, so "
+                       f"{need // mem:g} stage(s) hold it: round up with math.ceil(need / memory), "
+                       "not need // memory + 1, which adds a stage at an exact multiple")
+            elif need == mem and name != "data":
+                why = ("the state is exactly the device memory: it fits on one device (the "
+                       "condition is need <= memory)")
+            elif need != fp32 and (name, k) == _strategy_for(fp32, mem, n):
                 why = ("that is the fp32 footprint (training_memory's default dtype): pass "
                        "dtype=\"bf16\", which keeps the activations in 2 bytes")
             elif want == ("pipeline", n) and (name, k) == ("does not fit", n):

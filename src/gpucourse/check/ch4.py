@@ -48,6 +48,10 @@ LAUNCH_CASES = (
     (123_457, 255, 0, "H100-SXM"),
     # a multiple of every power-of-two block: n // block + 1 would launch an idle block
     (2**20, 32, 0, "L4"),
+    # 1024 the only best block (the range's top end: range(32, 1024, 32) never tries it), on an
+    # exact multiple of 1024 elements
+    (3 * 2**20, 32, 48 * 1024, "A100-SXM4-80GB"),
+    (65_536, 16, 64 * 1024, "H100-SXM"),
 )
 
 
@@ -84,6 +88,11 @@ def check_launch_config(choose, number: str = "4.1",
             except Exception as exc:
                 raise AssertionError(f"block {block} cannot launch for {case}: {exc}") from None
             best, blocks = best_occupancy(gpu, regs, smem)
+            if blocks == [1024] and occ.occupancy < best - 1e-12:
+                raise AssertionError(
+                    f"block {block} for {case} reaches {occ.occupancy:.0%} occupancy; only 1024, "
+                    f"the largest block, reaches {best:.0%}. Try every multiple of 32 up to and "
+                    "including 1024 (range(32, 1025, 32): a range's end is not included).")
             assert occ.occupancy >= best - 1e-12, (
                 f"block {block} for {case} reaches {occ.occupancy:.0%} occupancy "
                 f"(limited by {occ.limited_by}); {', '.join(map(str, blocks[:4]))} reach "
@@ -207,17 +216,70 @@ def _check_block_sum(kern, x: np.ndarray, block: int, race_check: bool) -> None:
     tol = reduce_cu.tolerance(x)
     data = ("+1 and -1 values, whose float32 sum is exact in any order" if tol == 0 else
             f"mixed values: tolerance {tol:.3g}, the float32 rounding of {n} terms in any order")
+    if abs(got - want) <= tol:
+        return
     if tol > 0:  # it ran right on +1/-1 data of this size just before
         hint = ("The kernel is right on +1 and -1 data: sum the values as float, whatever they "
                 "are (a float value in the shuffles and in warp_totals).")
-    elif n % 32:
-        hint = ("Elements past n must count as 0, not be skipped by an early return (a shuffle "
-                "needs every lane of the warp).")
     else:
-        hint = "Check the shuffle offsets (16, 8, 4, 2, 1) and that warp 0 sums every warp's total."
+        hint = _diagnose_block_sum(kern, n, block)
     assert abs(got - want) <= tol, (
         f"n={n}, block {block}: got {got!r}, expected {want!r} (off by {abs(got - want):.3g}; "
         f"{data}). {hint}")
+
+
+def _block_sum_of(kern, x: np.ndarray, block: int) -> float:
+    """The learner's sum of ``x`` at ``block`` threads, run in this process (the kernel already
+    ran in child processes on data of this size)."""
+    out = np.zeros(1, np.float32)
+    shape = reduce_cu.launch(REDUCE_LIKE, x.size, block=block)
+    run_learner_kernel(kern, (shape.grid,), (block,), (x, out, np.int32(x.size)), isolate=False,
+                       what=f"n={x.size}, block {block}")
+    return float(out[0])
+
+
+def _diagnose_block_sum(kern, n: int, block: int) -> str:
+    """Which known mistake a wrong block sum is, from runs on ones placed where each mistake
+    loses them (one full block of ``block`` elements): one warp of the block (warp 0 not reading
+    every warp's total), the upper lanes of every warp (shuffle offsets that start below 16),
+    the elements of the last, partial warp (an early return before the shuffles). Otherwise
+    what those runs count, in neutral words."""
+    warps = block // WARP_SIZE
+    counts = [_block_sum_of(kern, (np.arange(block) // WARP_SIZE == w).astype(np.float32), block)
+              for w in range(warps)]
+    lost = [w for w, c in enumerate(counts) if c == 0]
+    if lost and all(c in (0, WARP_SIZE) for c in counts):
+        which = ", ".join(map(str, lost))
+        return (f"Warp {which}'s total {'is' if len(lost) == 1 else 'are'} lost (ones in one "
+                f"warp of a {block}-thread block, zeros elsewhere): warp 0 must read "
+                f"warp_totals[lane] for every lane < blockDim.x / 32 ({warps} here), count the "
+                "other lanes as 0, and shuffle from offset 16 down.")
+    lanes = np.arange(block) % WARP_SIZE
+    upper = _block_sum_of(kern, (lanes >= 16).astype(np.float32), block)
+    lower = _block_sum_of(kern, (lanes < 16).astype(np.float32), block)
+    if upper < block // 2 and lower == block // 2:
+        return (f"Lanes 16-31 of each warp add {upper:g} instead of {block // 2} (with ones there "
+                "and zeros elsewhere), lanes 0-15 are right: start the shuffle offsets at 16 "
+                "(warpSize / 2), then 8, 4, 2, 1, so that every lane's value reaches lane 0.")
+    if any(c != WARP_SIZE for c in counts):
+        shown = ", ".join(f"{c:g}" for c in counts[:8])
+        return (f"With ones in one warp and zeros elsewhere the block sums to {shown} (warp 0, "
+                f"1, ...) instead of {WARP_SIZE}: some values are "
+                f"{'counted more than once' if max(counts) > WARP_SIZE else 'never counted'}; "
+                "check that each warp's total is written once and warp 0 adds each once.")
+    if n % WARP_SIZE:
+        m = block - WARP_SIZE // 2  # the last warp half full
+        part = _block_sum_of(kern, np.ones(m, np.float32), block)
+        if part != m:
+            return (f"With {m} elements (the last warp half full) it counts {part:g}: elements "
+                    "past n must count as 0, not be skipped by an early return (a shuffle needs "
+                    "every lane of the warp).")
+    ones = _block_sum_of(kern, np.ones(n, np.float32), block)
+    if ones != n:
+        return (f"On {n} ones it counts {ones:g}: some elements are "
+                f"{'counted more than once' if ones > n else 'never counted'}; check which "
+                "element each thread reads and that each block's total is added to *out once.")
+    return "Check the shuffle offsets (16, 8, 4, 2, 1) and that warp 0 sums every warp's total."
 
 
 def check_warp_reduce(source: str, number: str = "4.3",
@@ -241,13 +303,39 @@ def check_warp_reduce(source: str, number: str = "4.3",
             for block in REDUCE_BLOCKS:
                 if n > 4099 and block < 256:
                     continue  # large sizes at the big blocks only: the emulator is not a GPU
-                _check_block_sum(kern, signs, block, race_check=True)
+                # the hazard detector costs most on large sizes: there, once (at 1024) is enough
+                _check_block_sum(kern, signs, block, race_check=n <= 4099 or block == 1024)
             # The same kernel on values that are not all +-1 (a kernel that rounds them to
             # integers passes the signs): its threads already ran in three orders above.
             _check_block_sum(kern, random_array(n, np.float32, seed=3 * n), 256, race_check=False)
 
 
 # --------------------------------------------------------------------------- 4.4 histogram
+
+def _histogram_hint(data: np.ndarray, bins: np.ndarray, want: np.ndarray, grid: int,
+                    block: int) -> str:
+    """The known mistake whose counts ``bins`` are: compared with what each mistake counts."""
+    n, nbins = data.size, histogram_cu.NBINS
+    hist = lambda d: np.bincount(d, minlength=nbins).astype(np.int64)  # noqa: E731
+    # a loop that strides by blockDim.x: block b counts every element from b * blockDim.x on
+    block_stride = sum(hist(data[b * block:]) for b in range(grid))
+    if np.array_equal(bins, block_stride) or np.array_equal(bins, grid * want):
+        return ("each block counts elements that other blocks count too: stride the loop by the "
+                "whole grid, gridDim.x * blockDim.x, not by blockDim.x")
+    if grid * block < n and np.array_equal(bins, hist(data[:grid * block])):
+        return ("a block handles more elements than it has threads: loop with a grid stride "
+                "(i += gridDim.x * blockDim.x)")
+    if block < nbins and np.array_equal(bins[:block], want[:block]) and not bins[block:].any():
+        return (f"only bins 0..{block - 1} reach the global histogram: a block of {block} "
+                f"threads must flush all {nbins} bins, b = threadIdx.x, threadIdx.x + "
+                "blockDim.x, ...")
+    if bins.sum() == want.sum():
+        return ("every element is counted once, but into the wrong bin: count data[i] into "
+                "bin data[i]")
+    return ("clear every shared bin, __syncthreads() before counting and before flushing, and "
+            "let each thread flush bins b = threadIdx.x, threadIdx.x + blockDim.x, ... (a block "
+            "may have fewer threads than bins)")
+
 
 def check_private_histogram(source: str, number: str = "4.4",
                             title: str = "a privatized histogram") -> None:
@@ -275,16 +363,12 @@ def check_private_histogram(source: str, number: str = "4.4",
                 bad = np.flatnonzero(bins != want)
                 if bad.size:
                     b = int(bad[0])
-                    hint = ("a block handles more elements than it has threads: loop with a "
-                            "grid stride" if bins.sum() < want.sum() and grid * block < n else
-                            "clear every shared bin, __syncthreads() before counting and "
-                            "before flushing, and let each thread flush bins b = threadIdx.x, "
-                            "threadIdx.x + blockDim.x, ... (a block may have fewer threads than bins)")
+                    hint = _histogram_hint(data, bins, want, grid, block)
                     if want.max() > 65535 and bins.max() < want.max():
                         hint = "a bin's count overflows: keep 32-bit unsigned int counters"
                     raise AssertionError(
                         f"{'skewed' if skew else 'uniform'} data, n={n:,}, grid {grid}, block "
-                        f"{block}: {bad.size} bins wrong, bin {b} holds {int(bins[b])}, expected "
+                        f"{block}: {bad.size} bin{'s' * (bad.size != 1)} wrong, bin {b} holds {int(bins[b])}, expected "
                         f"{int(want[b])}. Hint: {hint}.")
         # The race check names a plain += line by line; only where it has no hazard detector
         # (see gpucourse.emulator) is this rule of thumb, which a helper function fools, used.

@@ -294,6 +294,22 @@ CROSSOVER_CASES = (
 )
 
 
+# Noisy measured sweeps (densities, sparse ms, dense ms) where sparse crosses dense more than
+# once: the crossover is the first crossing (scanning from the dense end finds the last).
+NOISY_CROSSOVER_CASES = (
+    ((0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1), (0.3, 0.5, 0.9, 1.2, 0.95, 1.6, 3.0), 1.0),
+    ((0.01, 0.02, 0.04, 0.08, 0.16, 0.32), (0.2, 0.4, 2.1, 1.9, 2.6, 4.0), 2.0),
+)
+
+
+def _last_crossover(d, s, dense):
+    """The last upward crossing: what a scan from the dense end finds."""
+    for i in reversed(range(len(d) - 1)):
+        if s[i] < dense <= s[i + 1]:
+            return d[i] + (dense - s[i]) * (d[i + 1] - d[i]) / (s[i + 1] - s[i])
+    return None
+
+
 def _linear_crossover(d, s, dense):
     for i in range(len(d) - 1):
         if s[i] < dense <= s[i + 1]:
@@ -341,6 +357,18 @@ def check_crossover(crossover: Callable, choose: Callable, number: str = "5.3",
                                      f"densities {list(densities)}, "
                                      f"the crossover is {want:.4g} (between {lo} and {hi}); "
                                      f"you returned {got!r}.{hint}")
+        for densities, sparse, dense in NOISY_CROSSOVER_CASES:
+            got = found(densities, sparse, dense)
+            want = _linear_crossover(densities, sparse, dense)
+            if got is not None and abs(float(got) - want) <= 0.05 * want:
+                continue
+            last = _last_crossover(densities, sparse, dense)
+            hint = (" That is the last crossing: noisy measurements can cross dense more than once; "
+                    "return the first, scanning up from the lowest density." if got is not None
+                    and abs(float(got) - last) <= 1e-9 * last else "")
+            raise AssertionError(f"for dense = {dense} ms and noisy sparse times {list(sparse)} ms "
+                                 f"at densities {list(densities)}, the crossover is {want:.4g} "
+                                 f"(sparse first becomes slower there); you returned {got!r}.{hint}")
         d = (0.001, 0.01, 0.1)
         for sparse, dense, why in (((2.0, 3.0, 9.0), 1.0, "sparse is slower everywhere"),
                                    ((0.1, 0.2, 0.5), 1.0, "sparse is faster everywhere")):

@@ -49,6 +49,51 @@ def _numbers(x, what: str, want: str) -> np.ndarray:
     return arr
 
 
+# --------------------------------------------------------------------------- NaN hidden by a cast
+
+class _NaNCasts:
+    """Counts the NaN and inf values that a learner's function converts to an integer type,
+    in torch (every operation, seen through a dispatch mode) and in NumPy (its "invalid value
+    encountered in cast" warning). A cast hides them: ``.to(torch.int8)`` turns NaN into 0 on
+    x86 and into anything on a GPU, so the output alone cannot show a 0/0 inside."""
+
+    def __init__(self):
+        self.count = 0
+
+    def __enter__(self):
+        import warnings
+
+        from torch.utils._python_dispatch import TorchDispatchMode  # with torch, loaded lazily
+
+        torch, watch = _torch(), self
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                name = getattr(func, "__name__", "")
+                if name.startswith(("_to_copy", "to.", "copy_", "_to_dtype")) and \
+                        isinstance(out, torch.Tensor) and \
+                        not (out.dtype.is_floating_point or out.dtype.is_complex):
+                    src = args[1] if name.startswith("copy_") and len(args) > 1 else args[0]
+                    if isinstance(src, torch.Tensor) and src.dtype.is_floating_point:
+                        watch.count += int((~torch.isfinite(src)).sum())
+                return out
+
+        self._mode = Mode()
+        self._warnings = warnings.catch_warnings(record=True)
+        self._caught = self._warnings.__enter__()
+        warnings.simplefilter("always", RuntimeWarning)
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self._mode.__exit__(*exc)
+        self._warnings.__exit__(*exc)
+        self.count += sum("invalid value encountered in cast" in str(w.message)
+                          for w in self._caught)
+        return False
+
+
 # --------------------------------------------------------------------------- 6.1 per-channel INT8
 
 def weights_with_outliers(rows: int, cols: int, seed: int = 0, outliers: int = 3,
@@ -84,8 +129,16 @@ def check_quantize(quantize, number: str = "6.1",
         callable_answer(quantize, "quantize is", "def quantize(w): ...")
         for i, (r, c) in enumerate(QUANT_SHAPES):
             w = weights_with_outliers(r, c, seed=i)
-            q, scale = tuple_answer(quantize(w.clone()), "quantize(w) returned", 2,
+            with _NaNCasts() as casts:
+                answer = quantize(w.clone())
+            q, scale = tuple_answer(answer, "quantize(w) returned", 2,
                                     "a tuple (q, scale): the INT8 values and one scale per row")
+            if casts.count:
+                raise AssertionError(
+                    f"shape {(r, c)}: {casts.count} NaN or inf value{'s' * (casts.count != 1)} "
+                    "became integers in your function: an all-zero row has max |w| = 0, and "
+                    "0 / 0 is NaN before the cast to int8 hides it (0 on this CPU, anything on "
+                    "a GPU). Guard the scale first (use scale 1 for such a row).")
             qn = _numbers(q, "quantize(w) returned a q that is", "a tensor of INT8 values (torch.int8)")
             sn = _numbers(scale, "quantize(w) returned a scale that is",
                           "a tensor with one FP32 scale per row").astype(np.float64)
@@ -94,6 +147,11 @@ def check_quantize(quantize, number: str = "6.1",
                                          "(torch.int8): one byte per weight is the point.")
             if sn.shape == (r, 1):
                 sn = sn[:, 0]
+            if sn.size == 1 and sn.shape != (r,):
+                raise AssertionError(
+                    f"scale has shape {sn.shape}: one scale for the whole tensor (per-tensor). "
+                    f"Give each row (output channel) its own scale, shape ({r},), so that an "
+                    "outlier row does not coarsen every other row.")
             assert sn.shape == (r,), (f"scale has shape {sn.shape}; expected one scale per row "
                                       f"(output channel), shape ({r},). A scale per column or "
                                       "per tensor is a different scheme.")
@@ -115,6 +173,16 @@ def check_quantize(quantize, number: str = "6.1",
                 hint = (" (that is max(w)/127: use the largest MAGNITUDE, a row's biggest weight "
                         "can be negative)" if abs(sn[k] - wn[k].max() / 127) < 1e-6 * amax[k]
                         else "")
+                if np.allclose(sn[nz], amax[nz] / 128, rtol=1e-6, atol=0):
+                    raise AssertionError(
+                        f"row {k}: scale {sn[k]:.6g} is max|w|/128; symmetric INT8 uses "
+                        "-127..127, so the scale is max|w|/127 (with 128, -128 is used and +max "
+                        "does not fit: +128 overflows int8).")
+                if np.allclose(sn, np.abs(wn).max() / 127, rtol=1e-6, atol=0):
+                    raise AssertionError(
+                        f"every row has the scale {sn[k]:.6g}, the whole tensor's max|w|/127 "
+                        "(per-tensor): give each row (output channel) its own scale from its "
+                        "own largest |w|.")
                 raise AssertionError(f"row {k}: scale {sn[k]:.6g} but max|w|/127 = "
                                      f"{amax[k] / 127:.6g}{hint}. Each row (output channel) "
                                      "gets its own scale from its own largest |w|.")
@@ -267,13 +335,18 @@ _expected_choice = models.training_precision
 
 
 def synthetic_gpus() -> list:
-    """GPUs the table does not have: a Pascal-like part with slow FP16, one without FP16 at all,
-    and a newer part whose name gives nothing away."""
+    """GPUs the table does not have: a Pascal-like part with slow FP16, a P100-like one with fast
+    FP16 (cc 6.0), one without FP16 at all, and a newer part whose name gives nothing away."""
     base = specs.lookup("T4")
     mk = lambda **kw: dataclasses.replace(base, **kw)  # noqa: E731
     return [
         mk(key="P-slow-fp16", name="Lab GPU (cc 6.1, FP16 at 1/64 rate)", compute_capability=(6, 1),
            peak_tflops=MappingProxyType({"fp64": 0.3, "fp32": 10.0, "fp16": 0.16}),
+           device_names=(), aliases=()),
+        # a P100-like part: cc 6.0 (before Volta's tensor cores) with FP16 at twice FP32, so
+        # that a rule from the compute capability instead of the peaks gives the wrong answer
+        mk(key="P-fast-fp16", name="Lab GPU (cc 6.0, FP16 at 2x FP32)", compute_capability=(6, 0),
+           peak_tflops=MappingProxyType({"fp64": 5.3, "fp32": 10.6, "fp16": 21.2}),
            device_names=(), aliases=()),
         mk(key="K-fp32-only", name="Lab GPU (cc 3.7, FP32 only)", compute_capability=(3, 7),
            peak_tflops=MappingProxyType({"fp64": 1.5, "fp32": 4.4}), device_names=(), aliases=()),
@@ -303,6 +376,12 @@ def check_choose_precision(choose, number: str = "6.3",
             if prec in ("int8", "fp8"):
                 raise AssertionError(f"{gpu.key}: {prec} is an inference format here; training "
                                      "uses fp32, tf32, fp16 or bf16 (with FP32 master weights).")
+            if prec != want and gpu.compute_capability < (7, 0) and want == "fp16":
+                raise AssertionError(
+                    f"{gpu.key} (cc {gpu.cc}, peaks {dict(gpu.peak_tflops)} TFLOP/s): you chose "
+                    f"{prec}, expected fp16: this GPU is older than Volta, yet its FP16 peak is "
+                    "twice its FP32 peak. Decide from the peaks (gpu.peak_flops), not from the "
+                    "compute capability.")
             assert prec == want, (
                 f"{gpu.key} (cc {gpu.cc}, peaks {dict(gpu.peak_tflops)} TFLOP/s): you chose "
                 f"{prec}, expected {want}. Decide from the table's peaks: bf16 where the GPU "
@@ -508,7 +587,15 @@ def _check_zero_rows(fn) -> None:
     g = torch.Generator().manual_seed(98)
     a, b = torch.randn(20, 33, generator=g), torch.randn(33, 12, generator=g)
     a[3], b[:, 5] = 0.0, 0.0
-    got = _learner_result(fn, a, b, 20, 12)
+    with _NaNCasts() as casts:
+        got = _learner_result(fn, a, b, 20, 12)
+    if casts.count:
+        raise AssertionError(
+            f"with an all-zero row of a and an all-zero column of b, {casts.count} NaN or inf "
+            f"value{'s' * (casts.count != 1)} became integers in your function: their max|x| "
+            "is 0, so a scale of 0 gives 0/0 = NaN, which the cast to int8 hides (0 on this "
+            "CPU, anything on a GPU). Give such a row or column scale 1 (as in 6.1) before "
+            "dividing.")
     if not np.isfinite(got).all():
         raise AssertionError(
             "with an all-zero row of a and an all-zero column of b the result has NaN or inf: "

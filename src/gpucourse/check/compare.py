@@ -38,7 +38,9 @@ def compare_report(actual, expected, rtol: float, atol: float, name: str) -> str
         f"an elementwise bound up to {float(np.max(atol, initial=0.0)):.3g}"
     lines = [f"{name}: {len(idx)} of {a.size} elements differ (rtol={rtol:g}, atol={atol_text})."]
     if nan_a.any() and not nan_e.any():
-        lines.append(f"  {int(nan_a.sum())} elements are NaN: were they ever written?")
+        count = int(nan_a.sum())
+        lines.append(f"  {count} element{'s are' if count != 1 else ' is'} NaN: "
+                     f"{'were they' if count != 1 else 'was it'} ever written?")
     for i in idx[:5]:
         i = tuple(int(v) for v in i)
         lines.append(f"  at index {i}: got {a64[i]!r}, expected {e64[i]!r}"

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import numbers
+import os
+import re
+import sys
+import traceback
 from typing import Callable, Iterable
 
 import numpy as np
@@ -12,6 +16,49 @@ import numpy as np
 from .. import kernels
 from ..errors import CourseError, DeviceError, InputError
 from .compare import assert_close
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class CheckFailed(AssertionError):
+    """A lab check that failed: an AssertionError whose display in IPython (JupyterLab, nbclient,
+    the terminal) is one short block, the message and the learner's own line where there is
+    one, without the course's frames."""
+
+    def _render_traceback_(self) -> list[str]:
+        first, *rest = str(self).split("\n")
+        where = _learner_line(self)
+        return [f"\x1b[0;31m{first}\x1b[0m", *rest] + ([f"(in your code: {where})"] if where else [])
+
+
+def _own_frames(tb) -> list:
+    """The frames of ``tb`` in the learner's code: neither the course's nor an installed
+    package's (IPython's own frames around a cell included)."""
+    return [f for f in traceback.extract_tb(tb)
+            if not os.path.abspath(f.filename).startswith(_PACKAGE)
+            and "site-packages" not in f.filename and "/lib/python" not in f.filename]
+
+
+def _learner_line(exc: BaseException) -> str | None:
+    """The innermost line of the learner's own code in the traceback of what ``exc`` was raised
+    from, which starts in the checker ("a cell, line N: code"), or None."""
+    for e in (exc.__cause__, exc.__context__):  # their tracebacks start in the checker
+        if e is None or e.__traceback__ is None:
+            continue
+        own = _own_frames(e.__traceback__)
+        if own:
+            f = own[-1]
+            name = "a cell" if f.filename.startswith("<") or "ipykernel" in f.filename \
+                else os.path.basename(f.filename)
+            return f"{name}, line {f.lineno}" + (f": {f.line.strip()}" if f.line else "")
+    return None
+
+
+def not_done(number: str) -> str:
+    """The one sentence of an unanswered exercise."""
+    return (f"Exercise {number} is not done yet: replace the `raise NotImplementedError` line "
+            "with your code.")
 
 
 class Exercise:
@@ -32,19 +79,23 @@ class Exercise:
             print(success_line(self.number, self.title))
             return False
         if exc_type is NotImplementedError:
-            raise AssertionError(
-                f"Exercise {self.number} is not done yet: replace the "
-                f"`raise NotImplementedError` line with your code.") from exc
+            raise CheckFailed(not_done(self.number)) from exc
+        if exc_type is NameError and tb is not None and tb.tb_next is None and \
+                _own_frames(tb):  # raised by the check cell's own line, not in a function
+            raise CheckFailed(
+                f"Exercise {self.number} is not done yet: `{getattr(exc, 'name', None) or exc}` "
+                "is not defined; write it in the exercise's cell above and run that cell.") \
+                from None
         if isinstance(exc, AssertionError):
-            raise AssertionError(f"Exercise {self.number} ({self.title}) not yet right:\n{exc}") \
+            raise CheckFailed(f"Exercise {self.number} ({self.title}) not yet right:\n{exc}") \
                 from exc.__cause__
         if _answer_sentence(exc):  # e.g. a wrong-typed answer: the course's one sentence
-            raise AssertionError(f"Exercise {self.number} ({self.title}) not yet right:\n{exc}") \
+            raise CheckFailed(f"Exercise {self.number} ({self.title}) not yet right:\n{exc}") \
                 from None
         hint = _type_error_hint(exc) if isinstance(exc, TypeError) else None
         if hint:
-            raise AssertionError(f"Exercise {self.number} ({self.title}) not yet right:\n"
-                                 f"{hint} ({exc})") from exc
+            raise CheckFailed(f"Exercise {self.number} ({self.title}) not yet right:\n"
+                              f"{hint} ({exc})") from exc
         return False
 
 
@@ -237,3 +288,71 @@ def expect_failure(match: str = ""):
             raise AssertionError(f"failed, but the message lacks {match!r}: {e}") from e
         return
     raise AssertionError("expected the check to fail, but it passed")
+
+
+# --------------------------------------------------------------------------- display in IPython
+
+_STUB = re.compile(r"^Exercise (\d+\.\d+)$")
+_CALL = re.compile(r"([A-Za-z_][\w.]*)\s*\(")
+
+
+def _exercise_of_line(line: str, namespace: dict) -> str | None:
+    """The exercise a check cell's line checks: the ``number`` default of a checker it calls
+    (``check4.check_no_divergence(NO_DIVERGENCE)`` -> "4.2"), or None."""
+    import inspect  # only when a NameError is shown
+
+    for dotted in _CALL.findall(line or ""):
+        head, *rest = dotted.split(".")
+        obj = namespace.get(head)
+        for part in rest:
+            obj = getattr(obj, part, None)
+        try:
+            number = inspect.signature(obj).parameters["number"].default
+        except (TypeError, ValueError, KeyError):
+            continue
+        if isinstance(number, str) and re.fullmatch(r"\d+\.\d+", number):
+            return number
+    return None
+
+
+def unanswered_sentence(exc: BaseException, namespace: dict) -> str | None:
+    """What an unanswered exercise shows instead of a traceback: a lab's top-level ``raise
+    NotImplementedError("Exercise N.M")`` run as it is, or a check cell whose answer is not
+    defined (the exercise's cell raised before defining it, or was never run); else None."""
+    if type(exc) is NotImplementedError:
+        m = _STUB.match(str(exc))
+        return not_done(m.group(1)) if m else None
+    if type(exc) is NameError and exc.__traceback__ is not None:
+        frames = _own_frames(exc.__traceback__)  # one: raised by the cell's own line
+        number = _exercise_of_line(frames[-1].line, namespace) if len(frames) == 1 else None
+        name = getattr(exc, "name", None) or "the answer"
+        if number:
+            return (f"Exercise {number} is not done yet: `{name}` is not defined; write it in "
+                    "the exercise's cell above, in place of its `raise NotImplementedError` "
+                    "line, and run that cell.")
+    return None
+
+
+def _show_unanswered(shell, etype, value, tb, tb_offset=None):
+    """IPython's handler for NotImplementedError and NameError: one line for an unanswered
+    exercise, IPython's own traceback for everything else."""
+    text = unanswered_sentence(value, shell.user_ns)
+    if text is None:  # not an exercise: IPython's usual display
+        shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+    else:  # IPython ignores what a handler returns: it shows the block itself
+        shell._showtraceback(etype, value, [f"\x1b[0;31m{text}\x1b[0m"])
+
+
+def install_display() -> bool:
+    """In IPython (JupyterLab, nbclient, the terminal), show an unanswered exercise as one line
+    instead of a NotImplementedError or NameError traceback. A failed check needs nothing here:
+    ``CheckFailed._render_traceback_`` is its one block. False outside IPython."""
+    ipython = sys.modules.get("IPython")  # already loaded where a shell runs; never imported here
+    shell = ipython.get_ipython() if ipython is not None else None
+    if shell is None or not hasattr(shell, "set_custom_exc"):
+        return False
+    shell.set_custom_exc((NotImplementedError, NameError), _show_unanswered)
+    return True
+
+
+install_display()

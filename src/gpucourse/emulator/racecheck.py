@@ -371,6 +371,12 @@ class Detector:
                    "(atomicAdd) where blocks update one value, or let each block write its own "
                    "elements and combine them in a second launch (a __threadfence() with an "
                    "atomic ticket also orders them on a GPU, but the emulator cannot check that)")
+        elif kind == "write-after-write" and space == GLOBAL and not atomic:
+            # Two plain writes of one global element in one launch: the usual cause is an index
+            # that maps two threads to the same element, which no barrier fixes.
+            fix = ("two threads write the same element: check the index that maps threads to "
+                   "elements (each element should have one writer); if both must update it, "
+                   "use an atomic")
         elif atomic:
             fix = ("put a __syncthreads() between the plain access and the atomics, or make "
                    "every access to it atomic")
@@ -385,9 +391,11 @@ class Detector:
         else:
             fix = "put a __syncthreads() between the two"
         what = f"{kind} hazard in {where}"
+        pair = ("" if first["block"] != second["block"] else " (lanes of one warp)"
+                if first["rank"] // 32 == second["rank"] // 32 else " (in different warps)")
         how = (f"{who(second)} {verbs[second['kind']][0]} {it(second)} {at(second, True)} after "
-               f"{who(first)} {verbs[first['kind']][1]} {it(first)} {at(first, False)}, with "
-               f"nothing ordering the two; {fix}")
+               f"{who(first)} {verbs[first['kind']][1]} {it(first)} {at(first, False)}{pair}, "
+               f"with nothing ordering the two; {fix}")
         return Hazard(f"kernel {name} has a race ({what}): {how}.", f"it is a {what}: {how}")
 
     def _constant_out_of_bounds(self, name, addr, thread, where) -> str:

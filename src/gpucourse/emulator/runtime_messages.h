@@ -48,19 +48,22 @@ __attribute__((noreturn)) static void report_deadlock(void) {
     }
     if (returned)
       snprintf(g_message, sizeof g_message,
-               "kernel %s: %d threads of block (%u,%u,%u) wait at __syncthreads() on line %d "
-               "that %d threads never reached (they returned first, while other lanes of their "
+               "kernel %s: %d thread%s of block (%u,%u,%u) wait%s at __syncthreads() on line %d "
+               "that %d thread%s never reached (they returned first, while other lanes of their "
                "warps wait there); a warp that returns as a whole holds no barrier, but within a "
                "warp every thread must reach each __syncthreads(), so guard the work with an if "
                "instead of returning early",
-               g_kernel, nb, blockIdx.x, blockIdx.y, blockIdx.z, g_round_line, finished);
+               g_kernel, nb, nb == 1 ? "" : "s", blockIdx.x, blockIdx.y, blockIdx.z,
+               nb == 1 ? "s" : "", g_round_line, finished, finished == 1 ? "" : "s");
     else
       snprintf(g_message, sizeof g_message,
                "kernel %s: __syncthreads() is reached by only some threads of block (%u,%u,%u) "
-               "(a barrier inside a branch or loop that differs per thread): %d threads wait at "
-               "the one on line %d while %d threads of their warps have finished the kernel; "
+               "(a barrier inside a branch or loop that differs per thread): %d thread%s wait%s at "
+               "the one on line %d while %d thread%s of their warps ha%s finished the kernel; "
                "every thread must reach the same barrier",
-               g_kernel, blockIdx.x, blockIdx.y, blockIdx.z, nb, g_round_line, finished);
+               g_kernel, blockIdx.x, blockIdx.y, blockIdx.z, nb, nb == 1 ? "" : "s",
+               nb == 1 ? "s" : "", g_round_line, finished, finished == 1 ? "" : "s",
+               finished == 1 ? "s" : "ve");
   } else if (nb == 0) {
     const unsigned wi = fw->rank >> 5;
     const Fiber* base = &g_fiber[wi * 32];

@@ -36,7 +36,7 @@ def first_line(ename: str, evalue: str) -> str:
     if lines and HEADER.match(lines[0]):
         lines = lines[1:]
     text = lines[0] if lines else ""
-    if ename and ename != "AssertionError":
+    if ename and ename not in ("AssertionError", "CheckFailed"):
         return f"{ename}: {text}" if text else ename
     return text or "the check failed without a message"
 

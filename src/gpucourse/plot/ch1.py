@@ -56,32 +56,32 @@ def architecture_figure(spec) -> Figure:
     link = "?" if not spec.pcie_bandwidth_Bps else f"{spec.pcie_bandwidth_Bps / 1e9:.0f} GB/s"
     ax.annotate("", xy=(27, 33), xytext=(18, 33),
                 arrowprops=dict(arrowstyle="<->", color=H2D, lw=2.5))
-    ax.text(22.5, 36, f"PCIe gen {spec.pcie_gen} x{spec.pcie_lanes}\n{link} each way",
-            ha="center", fontsize=7, color=H2D)
+    ax.text(22.5, 35, f"PCIe {spec.pcie_gen} x{spec.pcie_lanes}\n{link}\neach way",
+            ha="center", fontsize=8, color=H2D)  # three short lines: between host and GPU
     # GPU outline
     ax.add_patch(Rectangle((27, 1), 72, 58, facecolor="none", edgecolor="#222222", lw=1.5))
     ax.text(28, 56.5, f"{spec.name} ({spec.architecture}, cc {spec.cc})", fontsize=9,
             fontweight="bold", va="top")
     try:
         lim = _specs.occupancy_limits(spec.compute_capability)
-        regs = f"registers\n{lim.registers_per_sm * 4 // 1024} KB"
-        smem = f"shared mem / L1\n≤ {lim.shared_memory_per_sm // 1024} KB shared"
+        regs = f"registers {lim.registers_per_sm * 4 // 1024} KB"
+        smem = f"shared ≤ {lim.shared_memory_per_sm // 1024} KB"
         warps = f"4 warp schedulers\n≤ {lim.max_warps_per_sm} warps"
     except Exception:  # a GPU without occupancy limits in the table
-        regs, smem, warps = "registers", "shared mem / L1", "4 warp\nschedulers"
-    shown = 6
-    w = 10.2
+        regs, smem, warps = "registers", "shared / L1", "4 warp\nschedulers"
+    shown = 4  # four SMs drawn wide enough for their labels at a readable size
+    w = 16.0
     for i in range(shown):
         x = 29 + i * (w + 1.3)
         box(x, 33, w, 19, "", "#deebf7")
         ax.text(x + w / 2, 50.2, f"SM {i}" if i < shown - 1 else f"SM {spec.sm_count - 1}",
-                ha="center", fontsize=7, fontweight="bold")
-        box(x + 0.6, 43, w - 1.2, 5, warps, "#c6dbef", 6)
-        box(x + 0.6, 38.5, w - 1.2, 4, regs, "#fdd0a2", 6)
-        box(x + 0.6, 34, w - 1.2, 4, smem, "#c7e9c0", 6)
+                ha="center", fontsize=8, fontweight="bold")
+        box(x + 0.6, 43, w - 1.2, 5, warps, "#c6dbef", 8)
+        box(x + 0.6, 38.5, w - 1.2, 4, regs, "#fdd0a2", 8)
+        box(x + 0.6, 34, w - 1.2, 4, smem, "#c7e9c0", 8)
     ax.text(29 + (shown - 1) * (w + 1.3) - 0.65, 42, "…", ha="center", fontsize=12)
     ax.text(63, 30.5, f"{spec.sm_count} SMs; each runs many warps of 32 threads at once", ha="center",
-            fontsize=7)
+            fontsize=8)
     l2 = f"L2 cache, {spec.l2_bytes / 2**20:.0f} MiB, shared by all SMs" if spec.l2_bytes else "L2 cache"
     box(29, 20, 68, 8, l2, "#fee6ce", 8)
     mem = (f"device memory (global, {spec.memory_type}): {spec.memory_bytes / 2**30:.0f} GiB, "

@@ -66,7 +66,7 @@ def transfer_figure(sweep_result: dict, reference_rows=None) -> Figure:
     ax.set_xlabel("transfer size (bytes)")
     ax.set_ylabel("host → device bandwidth (GB/s)")
     ax.set_ylim(0, sweep_result["link_peak_gbps"] * 1.2)
-    ax.legend(loc="upper left", fontsize=7)
+    legend_below(ax, ncols=2, fontsize=7)  # inside, it covered the link-peak line
     if not sweep_result["series"] and not reference_rows:
         ax.text(0.98, 0.04, "no GPU here and no reference measurement in the course's data:\n"
                 "the lines are the model only", transform=ax.transAxes, ha="right", va="bottom",

@@ -8,7 +8,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 
-from .. import reference, specs
+from .. import precision, reference, specs
 from . import (CEILING, MEASURED, MODEL, NAIVE, OPTIMIZED, REFERENCE, legend_below, new_figure,
                title)
 
@@ -341,6 +341,15 @@ def int8_figure(result: dict) -> Figure:
 
 # --------------------------------------------------------------------------- precision widget
 
+def _rounding_line(name: str) -> tuple[float, str]:
+    """(level, label) of the rounding of the selected format, the error's scale: its unit
+    roundoff, or for INT8 half a step of a symmetric scale (max|x| / 127 / 2)."""
+    if name == "int8":
+        return 1 / 254, "int8 half step (max|x| / 254)"
+    u = precision.UNIT_ROUNDOFF[name]
+    return u, f"{name} rounding (2^{round(math.log2(u))})"
+
+
 def precision_figure(result: dict) -> Figure:
     """The chosen precision against FP32: time per batch, stored weights, output error."""
     p = result["precision"]
@@ -377,12 +386,13 @@ def precision_figure(result: dict) -> Figure:
     for x, n in zip(xs, names):
         a3.annotate(f"acc {100 * result[n]['accuracy']:.1f} %", (x, e[x]), xytext=(0, 2),
                     textcoords="offset points", ha="center", fontsize=8)
-    a3.axhline(2.0 ** -8, color=CEILING, ls=":", lw=1, label="bf16 rounding (2^-8)")
+    level, what = _rounding_line(p)
+    a3.axhline(level, color=CEILING, ls=":", lw=1, label=what)
     a3.set_yscale("log")
     a3.set_ylim(1e-8, 1)
     a3.set_xticks(xs, names)
     a3.set_ylabel("relative error of outputs vs fp32")
-    a3.legend(fontsize=7.5)
+    legend_below(a3, fontsize=7.5)  # the bars and their notes fill the axis
     title(a3, "Error", device)
     return fig
 

@@ -1,0 +1,100 @@
+"""Lab 0's wrong-answer tables: for each exercise, plausible wrong answers of a learner who
+half-understood the chapter, each rejected with a message that names the real mistake. The
+check of 0.1 is the solution notebook's own check cell, run on each answer."""
+import json
+import pathlib
+import statistics
+import time
+
+import numpy as np
+import pytest
+
+from gpucourse.check import expect_failure
+from gpucourse.check.timing import check_timer
+
+LAB = pathlib.Path(__file__).resolve().parent.parent / "solutions" / "00_start_here_lab.ipynb"
+
+
+def _cells():
+    cells = json.loads(LAB.read_text())["cells"]
+    return ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+
+
+def check_rms(rms_fast):
+    """Runs the lab's setup cell, rms_loop and the check cell of 0.1 on ``rms_fast``."""
+    setup, exercise, check = next((c, e, k) for c, e, k in zip(_cells(), _cells()[1:], _cells()[2:])
+                                  if "def rms_loop" in e and 'Exercise("0.1"' in k)
+    namespace = {}
+    exec(setup, namespace)  # noqa: S102 (the lab's own cells)
+    exec(exercise, namespace)  # noqa: S102
+    namespace["rms_fast"] = rms_fast
+    exec(check, namespace)  # noqa: S102
+
+
+def rms_fast(x):
+    x = np.asarray(x, dtype=np.float64)
+    return float(np.sqrt(np.dot(x, x) / x.size))
+
+
+def measure(launch, synchronize, warmup=10, repeats=9, sync=True, unit=1.0, stat=statistics.median):
+    for _ in range(warmup):
+        launch()
+    if sync:
+        synchronize()
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        launch()
+        if sync:
+            synchronize()
+        samples.append(time.perf_counter() - t0)
+    if not sync:
+        synchronize()
+    return stat(samples) * unit
+
+
+def _timer(**how):
+    return lambda launch, synchronize: measure(launch, synchronize, **how)
+
+
+def _never_synchronizes(launch, synchronize):
+    t0 = time.perf_counter()
+    launch()
+    return time.perf_counter() - t0
+
+
+CHECKS = {"0.1": check_rms, "0.2": check_timer}
+REFERENCES = {"0.1": rms_fast, "0.2": measure}
+
+WRONG_ANSWERS = {
+    "0.1": [
+        ("the mean, not the mean square", lambda x: float(np.sqrt(abs(np.mean(x)))), "rms at n="),
+        ("no square root", lambda x: float(np.mean(np.square(x))), "rms at n="),
+        ("the standard deviation", lambda x: float(np.std(x)), "rms at n="),
+        ("divided by n - 1", lambda x: float(np.sqrt(np.dot(x, x) / max(len(x) - 1, 1))), "rms at n="),
+        ("float16 arithmetic", lambda x: float(np.sqrt(np.mean(np.square(np.asarray(x, np.float16))))),
+         "rms at n="),
+    ],
+    "0.2": [
+        ("no synchronize at all", _never_synchronizes, "never called synchronize"),
+        ("synchronize only after the loop", _timer(sync=False), "synchronize before you stop the clock"),
+        ("no warm-up", _timer(warmup=0), "warm up first"),
+        ("milliseconds", _timer(unit=1e3), "not milliseconds"),
+        ("the mean of a cold start", _timer(warmup=0, stat=statistics.mean, repeats=20), "warm up first"),
+        ("one timed call", _timer(repeats=1, warmup=0), "warm up first"),
+    ],
+}
+
+
+@pytest.mark.parametrize("exercise", sorted(REFERENCES))
+def test_the_reference_passes(exercise, capsys):
+    CHECKS[exercise](REFERENCES[exercise])
+    assert capsys.readouterr().out.startswith(f"Exercise {exercise} passed")
+
+
+@pytest.mark.parametrize("exercise, what, wrong, words",
+                         [(e, w, a, m) for e, rows in WRONG_ANSWERS.items() for w, a, m in rows],
+                         ids=[f"{e}-{w}" for e, rows in WRONG_ANSWERS.items() for w, _, _ in rows])
+def test_a_wrong_answer_is_rejected_and_named(exercise, what, wrong, words):
+    with expect_failure(words):
+        CHECKS[exercise](wrong)

@@ -1,0 +1,196 @@
+"""Lab 5's wrong-answer tables: for each exercise, plausible wrong answers of a learner who
+half-understood the chapter, each rejected with a message that names the real mistake."""
+import pytest
+
+import gpucourse as gc
+from gpucourse.check import ch5 as c5
+from gpucourse.check import ch5_wmma
+from gpucourse.check import expect_failure
+
+TILED = r"""
+extern "C" __global__ void matmul_tiled(const float* A, const float* B, float* C,
+                                        int M, int N, int K) {
+    __shared__ float As[TILE][TILE];
+    __shared__ float Bs[TILE][TILE];
+    int tx = threadIdx.x, ty = threadIdx.y;
+    int row = blockIdx.y * TILE + ty, col = blockIdx.x * TILE + tx;
+    float acc = 0.0f;
+    for (int k0 = 0; k0 < K; k0 += TILE) {
+        As[ty][tx] = (row < M && k0 + tx < K) ? A[row * K + k0 + tx] : 0.0f;
+        Bs[ty][tx] = (k0 + ty < K && col < N) ? B[(k0 + ty) * N + col] : 0.0f;
+        __syncthreads();
+        for (int k = 0; k < TILE; ++k) acc += As[ty][k] * Bs[k][tx];
+        __syncthreads();
+    }
+    if (row < M && col < N) C[row * N + col] = acc;
+}
+"""
+
+FUSED = r"""
+extern "C" __global__ void fused_chain(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float t = x[i] * 1.5f + 0.25f;
+        t = t > 0.0f ? t : 0.0f;
+        y[i] = t * t - 1.0f;
+    }
+}
+"""
+
+WMMA = r"""
+#include <mma.h>
+using namespace nvcuda;
+extern "C" __global__ void wmma_matmul(const half* A, const half* B, float* C, int M, int N, int K) {
+    int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    int row = (warp / (N / 16)) * 16, col = (warp % (N / 16)) * 16;
+    if (row >= M) return;
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> a;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::row_major> b;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    wmma::fill_fragment(acc, 0.0f);
+    for (int k = 0; k < K; k += 16) {
+        wmma::load_matrix_sync(a, A + row * K + k, K);
+        wmma::load_matrix_sync(b, B + k * N + col, N);
+        wmma::mma_sync(acc, a, b, acc);
+    }
+    wmma::store_matrix_sync(C + row * N + col, acc, N, wmma::mem_row_major);
+}
+"""
+
+
+def _swap(text, old, new):
+    assert old in text, old  # the wrong answer must really differ from the solution
+    return text.replace(old, new)
+
+
+def traffic(n):
+    return 5 * 2 * 4 * n, 2 * 4 * n
+
+
+def crossover(densities, sparse_ms, dense_ms):
+    for i in range(len(densities) - 1):
+        s0, s1 = sparse_ms[i], sparse_ms[i + 1]
+        if s0 < dense_ms <= s1:
+            d0, d1 = densities[i], densities[i + 1]
+            return d0 + (dense_ms - s0) * (d1 - d0) / (s1 - s0)
+    return None
+
+
+def choose(density, cross):
+    return "sparse" if density < cross else "dense"
+
+
+def _from_the_dense_end(densities, sparse_ms, dense_ms):
+    """Scans down from the densest point: the last crossing, which is the first only when the
+    sweep is monotone."""
+    for i in reversed(range(len(densities) - 1)):
+        s0, s1 = sparse_ms[i], sparse_ms[i + 1]
+        if s0 < dense_ms <= s1:
+            d0, d1 = densities[i], densities[i + 1]
+            return d0 + (dense_ms - s0) * (d1 - d0) / (s1 - s0)
+    return None
+
+
+def _first_slower(densities, sparse_ms, dense_ms):
+    """The first measured density where sparse is slower: no interpolation."""
+    return next((d for d, s in zip(densities, sparse_ms) if s >= dense_ms), None)
+
+
+def percent_of_peak(m, n, k, seconds, gpu, precision, flops_per_term=2, scale=100.0,
+                    peak_precision=None):
+    flops = flops_per_term * m * n * k
+    return scale * flops / seconds / gc.specs.lookup(gpu).peak_flops(peak_precision or precision)
+
+
+CHECKS = {"5.1": c5.check_tiled_matmul, "5.2": lambda answer: c5.check_fused_chain(*answer),
+          "5.3": lambda answer: c5.check_crossover(*answer), "5.4": c5.check_percent_of_peak,
+          "5.5": ch5_wmma.check_wmma_matmul}
+REFERENCES = {"5.1": TILED, "5.2": (FUSED, traffic), "5.3": (crossover, choose),
+              "5.4": percent_of_peak, "5.5": WMMA}
+
+WRONG_ANSWERS = {
+    "5.1": [
+        ("no barrier at all", TILED.replace("__syncthreads();", ""), "__syncthreads"),
+        ("no barrier after using a tile",
+         _swap(TILED, "acc += As[ty][k] * Bs[k][tx];\n        __syncthreads();",
+               "acc += As[ty][k] * Bs[k][tx];"), "race"),
+        ("loads without bounds",
+         _swap(_swap(TILED, "(row < M && k0 + tx < K) ? A[row * K + k0 + tx] : 0.0f",
+                     "A[row * K + k0 + tx]"),
+               "(k0 + ty < K && col < N) ? B[(k0 + ty) * N + col] : 0.0f", "B[(k0 + ty) * N + col]"),
+         "out of bounds"),
+        ("a store without bounds", _swap(TILED, "if (row < M && col < N) C[", "C["), "writes `C` out of bounds"),
+        ("the tile of A read down a column", _swap(TILED, "As[ty][k] * Bs[k][tx]", "As[k][ty] * Bs[k][tx]"),
+         "differ"),
+        ("no shared memory", r"""
+extern "C" __global__ void matmul_tiled(const float* A, const float* B, float* C, int M, int N, int K) {
+    int row = blockIdx.y * TILE + threadIdx.y, col = blockIdx.x * TILE + threadIdx.x;
+    __syncthreads();
+    if (row < M && col < N) { float s = 0; for (int k = 0; k < K; ++k) s += A[row * K + k] * B[k * N + col]; C[row * N + col] = s; }
+}""", "__shared__"),
+    ],
+    "5.2": [
+        ("reads only in the traffic", (FUSED, lambda n: (5 * 4 * n, 4 * n)), "reads AND writes"),
+        ("elements, not bytes", (FUSED, lambda n: (5 * 2 * n, 2 * n)), "Count bytes"),
+        ("the fused pass counted like one of five", (FUSED, lambda n: (5 * 2 * 4 * n, 5 * 2 * 4 * n // 5 * 2)),
+         "one fused pass"),
+        ("no bounds test", (_swap(FUSED, "if (i < n) {", "{"), traffic), "i >= n"),
+        ("the index without the block", (_swap(FUSED, "int i = blockIdx.x * blockDim.x + threadIdx.x;",
+                                               "int i = threadIdx.x;"), traffic), "never written"),
+        ("no relu", (_swap(FUSED, "t = t > 0.0f ? t : 0.0f;", ""), traffic), "differ"),
+    ],
+    "5.3": [
+        ("a scan from the dense end", (_from_the_dense_end, choose), "the last crossing"),
+        ("the first slower density, not interpolated", (_first_slower, choose),
+         "interpolate between the two densities"),
+        ("a rule of thumb", (lambda d, s, dense: 0.05, choose), "rule of thumb"),
+        ("a crossing outside the range", (lambda d, s, dense: crossover(d, s, dense) or d[-1], choose),
+         "return None"),
+        ("dense at or below the crossover", (crossover, lambda d, c: "sparse" if d <= c else "dense"),
+         "at or above it"),
+        ("the words swapped", (crossover, lambda d, c: "dense" if d < c else "sparse"), "below the crossover"),
+    ],
+    "5.4": [
+        ("one FLOP per multiply-add", lambda *a: percent_of_peak(*a, flops_per_term=1), "2 FLOPs"),
+        ("a fraction, not a percentage", lambda *a: percent_of_peak(*a, scale=1.0), "percentage"),
+        ("the fp32 peak for every precision", lambda *a: percent_of_peak(*a, peak_precision="fp32"),
+         "not the fp32 one"),
+        ("milliseconds", lambda m, n, k, s, g, p: percent_of_peak(m, n, k, s * 1e3, g, p), "milliseconds"),
+        ("seconds divided by 1000", lambda m, n, k, s, g, p: percent_of_peak(m, n, k, s / 1e3, g, p),
+         "1000x too high"),
+        ("a T4 in bf16 from the peak table by hand",
+         lambda m, n, k, s, g, p: 100 * 2 * m * n * k / s / (gc.specs.lookup(g).peak_tflops[p] * 1e12),
+         "KeyError"),
+    ],
+    "5.5": [
+        ("B loaded column-major", _swap(WMMA, "half, wmma::row_major> b;", "half, wmma::col_major> b;"),
+         "B is row-major"),
+        ("the accumulator refilled in the loop",
+         _swap(WMMA, "    for (int k = 0; k < K; k += 16) {\n",
+               "    for (int k = 0; k < K; k += 16) {\n        wmma::fill_fragment(acc, 0.0f);\n"),
+         "fill the accumulator with 0 once"),
+        ("C stored column-major", _swap(WMMA, "wmma::mem_row_major", "wmma::mem_col_major"),
+         "each 16×16 tile of C is transposed"),
+        ("the warp index without blockIdx",
+         _swap(WMMA, "(blockIdx.x * blockDim.x + threadIdx.x) / 32", "threadIdx.x / 32"),
+         "write-after-write hazard"),
+        ("only the first k-step", _swap(WMMA, "k < K; k += 16", "k < 16; k += 16"),
+         "the first 16 columns of A only"),
+        ("A loaded with ldm = N", _swap(WMMA, "A + row * K + k, K);", "A + row * K + k, N);"),
+         "reads `A` out of bounds"),
+    ],
+}
+
+
+@pytest.mark.parametrize("exercise", sorted(REFERENCES))
+def test_the_reference_passes(exercise, capsys):
+    CHECKS[exercise](REFERENCES[exercise])
+    assert capsys.readouterr().out.startswith(f"Exercise {exercise} passed")
+
+
+@pytest.mark.parametrize("exercise, what, wrong, words",
+                         [(e, w, a, m) for e, rows in WRONG_ANSWERS.items() for w, a, m in rows],
+                         ids=[f"{e}-{w}" for e, rows in WRONG_ANSWERS.items() for w, _, _ in rows])
+def test_a_wrong_answer_is_rejected_and_named(exercise, what, wrong, words):
+    with expect_failure(words):
+        CHECKS[exercise](wrong)
