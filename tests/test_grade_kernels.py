@@ -3,7 +3,10 @@ fork bomb, a CPU hog, a kernel that ignores interrupts and a slow notebook each 
 their own submission, with the reason recorded."""
 import json
 import os
+import pathlib
+import shutil
 import sys
+import tempfile
 
 import pytest
 
@@ -108,8 +111,9 @@ def test_ctrl_c_ends_every_kernel_at_once(tmp_path):
     for name in ("a", "b"):
         G.write(tmp_path / "in", f"{name}.ipynb",
                 G.learner({"0.1": "import time\ntime.sleep(600)"}))
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
+    # The kernels' IPC sockets live in TMPDIR, and a socket path has at most 107 bytes: a
+    # short folder, not one under pytest's (deeper with pytest-xdist, longer each run).
+    scratch = pathlib.Path(tempfile.mkdtemp(prefix="gc-"))
     proc = subprocess.Popen(
         [sys.executable, "-m", "gpucourse", "grade", str(tmp_path / "in"), "--out",
          str(tmp_path / "out"), "--lab", "0", "--jobs", "2", "--cell-timeout", "600",
@@ -149,4 +153,5 @@ def test_ctrl_c_ends_every_kernel_at_once(tmp_path):
                 proc.wait(60)
             except subprocess.TimeoutExpired:
                 proc.kill()
+        shutil.rmtree(scratch, ignore_errors=True)
     assert not (tmp_path / "out" / "gradebook.csv").exists()
