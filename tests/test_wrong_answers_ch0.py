@@ -1,6 +1,9 @@
 """Lab 0's wrong-answer tables: for each exercise, plausible wrong answers of a learner who
 half-understood the chapter, each rejected with a message that names the real mistake. The
-check of 0.1 is the solution notebook's own check cell, run on each answer."""
+check of 0.1 is the solution notebook's own check cell, run on each answer. The kernel
+puzzles of lab 0b (0.3 to 0.14) keep their tables in puzzle_answers.py, run by
+test_puzzles_checkers.py; they are listed here, not run twice."""
+import functools
 import json
 import pathlib
 import statistics
@@ -9,8 +12,10 @@ import time
 import numpy as np
 import pytest
 
-from gpucourse.check import expect_failure
+from gpucourse.check import expect_failure, puzzles as cp
 from gpucourse.check.timing import check_timer
+from gpucourse.kernels import puzzles as P
+from puzzle_answers import TABLES, reference
 
 LAB = pathlib.Path(__file__).resolve().parent.parent / "solutions" / "00_start_here_lab.ipynb"
 
@@ -86,15 +91,23 @@ WRONG_ANSWERS = {
 }
 
 
-@pytest.mark.parametrize("exercise", sorted(REFERENCES))
+# 0.1 and 0.2 run here; the puzzles' rows run in test_puzzles_checkers.py and only join the table.
+RUN_HERE = sorted(REFERENCES)
+ROWS_HERE = [(e, w, a, m) for e in RUN_HERE for w, a, m in WRONG_ANSWERS[e]]
+PUZZLES = {cp.exercise_number(p.number): p for p in P.PUZZLES}
+CHECKS.update({e: functools.partial(cp.check_puzzle, p.number) for e, p in PUZZLES.items()})
+REFERENCES.update({e: reference(p.kernel) for e, p in PUZZLES.items()})
+WRONG_ANSWERS.update(TABLES)
+
+
+@pytest.mark.parametrize("exercise", RUN_HERE)
 def test_the_reference_passes(exercise, capsys):
     CHECKS[exercise](REFERENCES[exercise])
     assert capsys.readouterr().out.startswith(f"Exercise {exercise} passed")
 
 
-@pytest.mark.parametrize("exercise, what, wrong, words",
-                         [(e, w, a, m) for e, rows in WRONG_ANSWERS.items() for w, a, m in rows],
-                         ids=[f"{e}-{w}" for e, rows in WRONG_ANSWERS.items() for w, _, _ in rows])
+@pytest.mark.parametrize("exercise, what, wrong, words", ROWS_HERE,
+                         ids=[f"{e}-{w}" for e, w, _, _ in ROWS_HERE])
 def test_a_wrong_answer_is_rejected_and_named(exercise, what, wrong, words):
     with expect_failure(words):
         CHECKS[exercise](wrong)

@@ -5,10 +5,12 @@
 process, in three thread orders and under the hazard detector (a crash, an index out of
 bounds, a missing barrier or a lost update is named with its line), compares each result
 with a float64 NumPy reference on fresh random data (an element never written shows as
-NaN), then runs the largest size once more under the profiler's tracer and counts every
-thread's global reads and writes against the puzzle's budget. Each failure is one sentence
-and a hint. ``your_run(k, source)`` and ``intended(k)`` trace the learner's run and the
-reference's for ``gc.draw`` (which sits above this layer).
+NaN; a wrong result whose values give its mistake away, such as an exclusive scan or a matmul
+in the wrong order, is named by ``likely_mistake``), then runs the largest size once more
+under the profiler's tracer and counts every thread's global reads and writes against the
+puzzle's budget. Each failure is one sentence and a hint. ``your_run(k, source)`` and
+``intended(k)`` trace the learner's run and the reference's for ``gc.draw`` (which sits above
+this layer).
 """
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ from ..profiler.trace import trace
 from .compare import compare_report, random_array
 from .lab import Exercise, learner_kernel, run_learner_kernel
 
-__all__ = ["check_puzzle", "your_run", "intended", "run_case", "exercise_number"]
+__all__ = ["check_puzzle", "your_run", "intended", "run_case", "exercise_number",
+           "likely_mistake"]
 
 
 def exercise_number(k: int) -> str:
@@ -37,10 +40,16 @@ def _case_text(p, case) -> str:
     return f"at {size} (grid {grid}, block {block})"
 
 
+def _inputs(p, case, seed: int = 0) -> dict:
+    """The random inputs of puzzle ``p`` at size ``case``: the same for the same seed."""
+    ins = P.shapes(p, case)[0]
+    return {name: random_array(shape, seed=seed + i) for i, (name, shape) in enumerate(ins.items())}
+
+
 def run_case(p, kernel, case, seed: int = 0, *, race_check: bool = True, traced: bool = False):
     """Launch ``kernel`` as puzzle ``p`` at size ``case``: (output, expected, atol, trace or None)."""
-    ins, out_shape, scalars = P.shapes(p, case)
-    inputs = {name: random_array(shape, seed=seed + i) for i, (name, shape) in enumerate(ins.items())}
+    inputs = _inputs(p, case, seed)
+    _, out_shape, scalars = P.shapes(p, case)
     # NaN shows an element nobody wrote; the dot product adds to a zero.
     out = np.zeros(out_shape, np.float32) if p.number == 10 else np.full(out_shape, np.nan, np.float32)
     args = (*inputs.values(), out, *(np.int32(s) for s in scalars))
@@ -70,8 +79,59 @@ def check_puzzle(k: int, source) -> None:
                 raise AssertionError(f"{exc}\nHint: {p.hint}") from None
             report = compare_report(out, want, 1e-5, atol, "out")
             if report:
-                raise AssertionError(f"wrong result {where}. {report}\nHint: {p.hint}")
+                why = likely_mistake(p, out, _inputs(p, case, seed), case)
+                raise AssertionError(f"wrong result {where}" + (f": {why} " if why else ". ")
+                                     + f"{report}\nHint: {p.hint}")
         _check_budget(p, kernel, p.cases[-1])
+
+
+#: The float a warp shuffle returns on the emulator when it reads a lane that returned or is
+#: not in its mask (CUDA leaves that value undefined); a sum keeps it, so it shows in out.
+SHUFFLE_POISON = 0x7FFBADBD
+
+
+def _matmul_mistakes(x: dict, n: int) -> list:
+    a, b = x["A"], x["B"]
+    full = n // P.TILE * P.TILE          # the k a loop over whole tiles only gets to
+    return [
+        (b @ a, "C equals B A, the product in the wrong order: the sum is As[ty][k] * Bs[k][tx], "
+                "row ty of A's tile times column tx of B's."),
+        (a @ b.T, "C equals A B^T: B's tile is read along a row (Bs[tx][k]) where the sum needs "
+                  "its column, Bs[k][tx]."),
+        (a.T @ b, "C equals A^T B: A's tile is read down a column (As[k][ty]) where the sum "
+                  "needs its row, As[ty][k]."),
+        ((a @ b).T, "C is the transpose of A B: the row comes from the y parts (blockIdx.y, "
+                    "threadIdx.y) and the column from the x parts."),
+        (a[:, :full] @ b[:full], f"C lacks the products of the last, partial tile (k from {full} "
+                                 f"on): loop while k0 < n and load 0 past the matrix instead of "
+                                 f"stopping at the last whole tile."),
+    ]
+
+
+def likely_mistake(p, out, inputs: dict, case) -> str | None:
+    """One sentence naming the mistake behind a wrong ``out`` where its values give it away
+    (a shuffle's poison, an exclusive scan, a matmul's swapped or missing terms), else None."""
+    out = np.asarray(out, np.float32)
+    poisoned = np.flatnonzero(out.view(np.uint32) == SHUFFLE_POISON)
+    if poisoned.size:
+        return (f"out[{int(poisoned[0])}] is NaN because a warp shuffle read a lane that had "
+                f"returned (or was not in its mask), which gives no value: keep every lane in "
+                f"the shuffles (those past the end with 0) and guard only the write.")
+    x = {k: v.astype(np.float64) for k, v in inputs.items()}
+    want = P.reference(p, inputs, case).reshape(out.shape)
+    if p.number == 11:
+        candidates = [(want - x["a"], "out[i] leaves out a[i], as an exclusive scan does: this "
+                                      "puzzle asks for an inclusive one, a[s] + ... + a[i].")]
+    elif p.number == 12:
+        candidates = _matmul_mistakes(x, case)
+    else:
+        return None
+    for value, sentence in candidates:
+        scale = max(1.0, float(np.abs(value).max(initial=0.0)))
+        if not np.allclose(value, want, rtol=1e-4, atol=1e-4 * scale) and \
+                np.allclose(out, value, rtol=1e-4, atol=1e-4 * scale):
+            return sentence
+    return None
 
 
 def _who(tr, t: int) -> str:
