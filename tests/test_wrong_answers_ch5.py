@@ -6,56 +6,11 @@ import gpucourse as gc
 from gpucourse.check import ch5 as c5
 from gpucourse.check import ch5_wmma
 from gpucourse.check import expect_failure
+from test_ch5_checkers import FUSED, TILED
+from test_ch5_wmma import SOLUTION as WMMA_SOLUTION
 
-TILED = r"""
-extern "C" __global__ void matmul_tiled(const float* A, const float* B, float* C,
-                                        int M, int N, int K) {
-    __shared__ float As[TILE][TILE];
-    __shared__ float Bs[TILE][TILE];
-    int tx = threadIdx.x, ty = threadIdx.y;
-    int row = blockIdx.y * TILE + ty, col = blockIdx.x * TILE + tx;
-    float acc = 0.0f;
-    for (int k0 = 0; k0 < K; k0 += TILE) {
-        As[ty][tx] = (row < M && k0 + tx < K) ? A[row * K + k0 + tx] : 0.0f;
-        Bs[ty][tx] = (k0 + ty < K && col < N) ? B[(k0 + ty) * N + col] : 0.0f;
-        __syncthreads();
-        for (int k = 0; k < TILE; ++k) acc += As[ty][k] * Bs[k][tx];
-        __syncthreads();
-    }
-    if (row < M && col < N) C[row * N + col] = acc;
-}
-"""
-
-FUSED = r"""
-extern "C" __global__ void fused_chain(const float* x, float* y, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) {
-        float t = x[i] * 1.5f + 0.25f;
-        t = t > 0.0f ? t : 0.0f;
-        y[i] = t * t - 1.0f;
-    }
-}
-"""
-
-WMMA = r"""
-#include <mma.h>
-using namespace nvcuda;
-extern "C" __global__ void wmma_matmul(const half* A, const half* B, float* C, int M, int N, int K) {
-    int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    int row = (warp / (N / 16)) * 16, col = (warp % (N / 16)) * 16;
-    if (row >= M) return;
-    wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> a;
-    wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::row_major> b;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-    wmma::fill_fragment(acc, 0.0f);
-    for (int k = 0; k < K; k += 16) {
-        wmma::load_matrix_sync(a, A + row * K + k, K);
-        wmma::load_matrix_sync(b, B + k * N + col, N);
-        wmma::mma_sync(acc, a, b, acc);
-    }
-    wmma::store_matrix_sync(C + row * N + col, acc, N, wmma::mem_row_major);
-}
-"""
+# The references are the checker tests' own (chapter 5 and its WMMA exercise): one copy each.
+WMMA = WMMA_SOLUTION
 
 
 def _swap(text, old, new):

@@ -7,6 +7,7 @@ import torch
 
 from gpucourse.check import ch7 as c7
 from gpucourse.check import expect_failure
+from test_ch7_checkers import _maker
 
 
 def _attn(mask_diag=0, scale="sqrt", dim=-1, after=False, mask=True):
@@ -42,35 +43,6 @@ def _flat(events):
     for e in events:
         yield e
         yield from _flat(e.children)
-
-
-def _maker(forward=None, fake=True, backward="exact", bias_grad="sum", returns=True):
-    def make(name):
-        @torch.library.custom_op(name, mutates_args=())
-        def op(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-            v = x + bias
-            return forward(v) if forward else 0.5 * v * (1 + torch.erf(v / math.sqrt(2)))
-
-        if fake:
-            op.register_fake(lambda x, bias: torch.empty_like(x))
-
-        def setup(ctx, inputs, output):
-            ctx.save_for_backward(*inputs)
-
-        def bwd(ctx, dy):
-            x, bias = ctx.saved_tensors
-            v = x + bias
-            cdf = 0.5 * (1 + torch.erf(v / math.sqrt(2)))
-            pdf = torch.exp(-0.5 * v * v) / math.sqrt(2 * math.pi)
-            d = {"exact": cdf + v * pdf, "cdf_only": cdf, "pdf_only": v * pdf}[backward]
-            dx = dy * d
-            rows = dx.reshape(-1, bias.numel())
-            db = rows.sum(0) if bias_grad == "sum" else rows.mean(0) if bias_grad == "mean" else rows[0]
-            return dx, db
-
-        op.register_autograd(bwd, setup_context=setup)
-        return op if returns else None
-    return make
 
 
 def _tanh_gelu(v):
