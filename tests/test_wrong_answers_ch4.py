@@ -7,6 +7,7 @@ import pytest
 import gpucourse as gc
 from gpucourse.check import ch4 as c4
 from gpucourse.check import expect_failure
+from test_ch4_checkers import NO_DIVERGENCE, PRIVATE, WARP_REDUCE  # the one copy of each
 
 
 def choose_launch(n, regs_per_thread, smem_per_block, gpu, blocks=range(32, 1025, 32)):
@@ -28,50 +29,6 @@ def _launch(blocks=range(32, 1025, 32), grid=lambda n, b: math.ceil(n / b), **fi
         block = choose_launch(n, args["r"], args["s"], g, blocks)[1]
         return grid(n, block), block
     return choose
-
-
-NO_DIVERGENCE = r"""
-extern "C" __global__ void no_divergence(const float* x, float* y, int n, int k) {
-    int g = blockIdx.x * blockDim.x + threadIdx.x;
-    int parity = (g / 32) % 2;
-    int i = 64 * (g / 64) + 2 * (g % 32) + parity;
-    if (i >= n) return;
-    if (parity == 0) y[i] = branch_a(x[i], k);
-    else             y[i] = branch_b(x[i], k);
-}
-"""
-
-WARP_REDUCE = r"""
-extern "C" __global__ void warp_reduce(const float* x, float* out, int n) {
-    __shared__ float warp_totals[32];
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    float v = i < n ? x[i] : 0.0f;
-    for (int offset = 16; offset > 0; offset /= 2)
-        v += __shfl_down_sync(0xffffffffu, v, offset);
-    if (lane == 0) warp_totals[warp] = v;
-    __syncthreads();
-    if (warp == 0) {
-        v = lane < blockDim.x / 32 ? warp_totals[lane] : 0.0f;
-        for (int offset = 16; offset > 0; offset /= 2)
-            v += __shfl_down_sync(0xffffffffu, v, offset);
-        if (lane == 0) atomicAdd(out, v);
-    }
-}
-"""
-
-PRIVATE = r"""
-extern "C" __global__ void histogram_private(const int* data, unsigned int* bins, int n) {
-    __shared__ unsigned int local[NBINS];
-    for (int b = threadIdx.x; b < NBINS; b += blockDim.x) local[b] = 0;
-    __syncthreads();
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        atomicAdd(&local[data[i]], 1u);
-    __syncthreads();
-    for (int b = threadIdx.x; b < NBINS; b += blockDim.x)
-        if (local[b]) atomicAdd(&bins[b], local[b]);
-}
-"""
 
 
 def pipeline_time(h2d, compute, d2h, chunks):
