@@ -10,12 +10,12 @@ import statistics
 import time
 
 import numpy as np
-import pytest
 
-from gpucourse.check import expect_failure, puzzles as cp
+from gpucourse.check import puzzles as cp
 from gpucourse.check.timing import check_timer
 from gpucourse.kernels import puzzles as P
 from puzzle_answers import TABLES, reference
+from wrong_answer_table import table_tests
 
 LAB = pathlib.Path(__file__).resolve().parent.parent / "solutions" / "00_start_here_lab.ipynb"
 
@@ -93,21 +93,12 @@ WRONG_ANSWERS = {
 
 # 0.1 and 0.2 run here; the puzzles' rows run in test_puzzles_checkers.py and only join the table.
 RUN_HERE = sorted(REFERENCES)
-ROWS_HERE = [(e, w, a, m) for e in RUN_HERE for w, a, m in WRONG_ANSWERS[e]]
 PUZZLES = {cp.exercise_number(p.number): p for p in P.PUZZLES}
 CHECKS.update({e: functools.partial(cp.check_puzzle, p.number) for e, p in PUZZLES.items()})
 REFERENCES.update({e: reference(p.kernel) for e, p in PUZZLES.items()})
 WRONG_ANSWERS.update(TABLES)
 
 
-@pytest.mark.parametrize("exercise", RUN_HERE)
-def test_the_reference_passes(exercise, capsys):
-    CHECKS[exercise](REFERENCES[exercise])
-    assert capsys.readouterr().out.startswith(f"Exercise {exercise} passed")
-
-
-@pytest.mark.parametrize("exercise, what, wrong, words", ROWS_HERE,
-                         ids=[f"{e}-{w}" for e, w, _, _ in ROWS_HERE])
-def test_a_wrong_answer_is_rejected_and_named(exercise, what, wrong, words):
-    with expect_failure(words):
-        CHECKS[exercise](wrong)
+# 0.1 and 0.2 run here; the puzzles' rows run in test_puzzles_checkers.py, once.
+test_the_reference_passes, test_a_wrong_answer_is_rejected_and_named = \
+    table_tests(CHECKS, REFERENCES, WRONG_ANSWERS, exercises=RUN_HERE)

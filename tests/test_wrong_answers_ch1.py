@@ -3,11 +3,10 @@ half-understood the chapter, each rejected with a message that names the real mi
 import statistics
 import time
 
-import pytest
 
 from gpucourse import specs
 from gpucourse.check import ch1 as c1
-from gpucourse.check import expect_failure
+from wrong_answer_table import table_tests
 
 CHUNKED = "    return t * per_thread + k;  // each thread takes a contiguous chunk, as one would on a CPU"
 
@@ -126,15 +125,5 @@ WRONG_ANSWERS = {
 }
 
 
-@pytest.mark.parametrize("exercise", sorted(REFERENCES))
-def test_the_reference_passes(exercise, capsys):
-    CHECKS[exercise](REFERENCES[exercise])
-    assert capsys.readouterr().out.startswith(f"Exercise {exercise} passed")
-
-
-@pytest.mark.parametrize("exercise, what, wrong, words",
-                         [(e, w, a, m) for e, rows in WRONG_ANSWERS.items() for w, a, m in rows],
-                         ids=[f"{e}-{w}" for e, rows in WRONG_ANSWERS.items() for w, _, _ in rows])
-def test_a_wrong_answer_is_rejected_and_named(exercise, what, wrong, words):
-    with expect_failure(words):
-        CHECKS[exercise](wrong)
+test_the_reference_passes, test_a_wrong_answer_is_rejected_and_named = \
+    table_tests(CHECKS, REFERENCES, WRONG_ANSWERS)

@@ -1,11 +1,10 @@
 """Lab 2's wrong-answer tables: for each exercise, plausible wrong answers of a learner who
 half-understood the chapter, each rejected with a message that names the real mistake."""
-import pytest
 import torch
 
 from gpucourse.check import ch2 as c2
-from gpucourse.check import expect_failure
 from test_ch2_checkers import NAIVE, SOLUTION
+from wrong_answer_table import table_tests
 
 
 def bank_ways(addresses, word=lambda a: a // 4, bank=lambda w: w % 32, distinct=True):
@@ -154,15 +153,5 @@ WRONG_ANSWERS = {
 }
 
 
-@pytest.mark.parametrize("exercise", sorted(REFERENCES))
-def test_the_reference_passes(exercise, capsys):
-    CHECKS[exercise](REFERENCES[exercise])
-    assert capsys.readouterr().out.startswith(f"Exercise {exercise} passed")
-
-
-@pytest.mark.parametrize("exercise, what, wrong, words",
-                         [(e, w, a, m) for e, rows in WRONG_ANSWERS.items() for w, a, m in rows],
-                         ids=[f"{e}-{w}" for e, rows in WRONG_ANSWERS.items() for w, _, _ in rows])
-def test_a_wrong_answer_is_rejected_and_named(exercise, what, wrong, words):
-    with expect_failure(words):
-        CHECKS[exercise](wrong)
+test_the_reference_passes, test_a_wrong_answer_is_rejected_and_named = \
+    table_tests(CHECKS, REFERENCES, WRONG_ANSWERS)

@@ -1,13 +1,12 @@
 """Lab 5's wrong-answer tables: for each exercise, plausible wrong answers of a learner who
 half-understood the chapter, each rejected with a message that names the real mistake."""
-import pytest
 
 import gpucourse as gc
 from gpucourse.check import ch5 as c5
 from gpucourse.check import ch5_wmma
-from gpucourse.check import expect_failure
 from test_ch5_checkers import FUSED, TILED
 from test_ch5_wmma import SOLUTION as WMMA_SOLUTION
+from wrong_answer_table import table_tests
 
 # The references are the checker tests' own (chapter 5 and its WMMA exercise): one copy each.
 WMMA = WMMA_SOLUTION
@@ -137,15 +136,5 @@ extern "C" __global__ void matmul_tiled(const float* A, const float* B, float* C
 }
 
 
-@pytest.mark.parametrize("exercise", sorted(REFERENCES))
-def test_the_reference_passes(exercise, capsys):
-    CHECKS[exercise](REFERENCES[exercise])
-    assert capsys.readouterr().out.startswith(f"Exercise {exercise} passed")
-
-
-@pytest.mark.parametrize("exercise, what, wrong, words",
-                         [(e, w, a, m) for e, rows in WRONG_ANSWERS.items() for w, a, m in rows],
-                         ids=[f"{e}-{w}" for e, rows in WRONG_ANSWERS.items() for w, _, _ in rows])
-def test_a_wrong_answer_is_rejected_and_named(exercise, what, wrong, words):
-    with expect_failure(words):
-        CHECKS[exercise](wrong)
+test_the_reference_passes, test_a_wrong_answer_is_rejected_and_named = \
+    table_tests(CHECKS, REFERENCES, WRONG_ANSWERS)

@@ -1,11 +1,10 @@
 """Lab 6's wrong-answer tables: for each exercise, plausible wrong answers of a learner who
 half-understood the chapter, each rejected with a message that names the real mistake."""
-import pytest
 import torch
 
 from gpucourse import precision
 from gpucourse.check import ch6 as c6
-from gpucourse.check import expect_failure
+from wrong_answer_table import table_tests
 
 
 def quantize(w, amax=lambda w: w.abs().amax(dim=1, keepdim=True), by=127, low=-127,
@@ -167,15 +166,5 @@ WRONG_ANSWERS = {
 }
 
 
-@pytest.mark.parametrize("exercise", sorted(REFERENCES))
-def test_the_reference_passes(exercise, capsys):
-    CHECKS[exercise](REFERENCES[exercise])
-    assert capsys.readouterr().out.startswith(f"Exercise {exercise} passed")
-
-
-@pytest.mark.parametrize("exercise, what, wrong, words",
-                         [(e, w, a, m) for e, rows in WRONG_ANSWERS.items() for w, a, m in rows],
-                         ids=[f"{e}-{w}" for e, rows in WRONG_ANSWERS.items() for w, _, _ in rows])
-def test_a_wrong_answer_is_rejected_and_named(exercise, what, wrong, words):
-    with expect_failure(words):
-        CHECKS[exercise](wrong)
+test_the_reference_passes, test_a_wrong_answer_is_rejected_and_named = \
+    table_tests(CHECKS, REFERENCES, WRONG_ANSWERS)
