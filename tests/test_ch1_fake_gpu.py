@@ -1,12 +1,7 @@
 """Chapter 1's GPU-only code paths on a FAKE CUDA device (tests/fakecuda):
 a SMOKE TEST, not a measurement.
 
-The fake ``cupy`` reports an NVIDIA H200, runs the real ``.cu`` kernels on the course's CPU
-emulator (so the code's own correctness checks run on real results) and refuses host/device
-mix-ups as CuPy does; PyTorch is a CPU build here, so the experiments that need PyTorch on the
-GPU skip themselves and the tests check that the results say so. Only shapes are asserted:
-keys, lengths, finite numbers, threshold records; the fake's timings are host times of an
-emulator and mean nothing. Problem sizes are shrunk (fakecuda/testing.py), never the code paths.
+What the fake is and what its tests assert (shapes only, never timings): fakecuda/testing.py.
 
 gpu_check() of chapters 1 and 4 runs in test_fake_gpu.py, through tools/gpu_check.py.
 """

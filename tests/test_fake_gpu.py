@@ -3,12 +3,7 @@ bench's CUDA-event timer and L2 flusher, the buffer-size rule, ``gpu_check()`` o
 and 4 saved as reference data and read back by the CPU figures, and the in-process steps of
 ``tools/gpu_check.py``. A SMOKE TEST on a FAKE CUDA device: not a measurement.
 
-The fake ``cupy`` reports an NVIDIA H200, runs the real ``.cu`` kernels on the course's CPU
-emulator (so the code's own correctness checks run on real results) and refuses host/device
-mix-ups as CuPy does; PyTorch is a CPU build here, so the experiments that need PyTorch on the
-GPU skip themselves and the tests check that the results say so. Only shapes are asserted:
-keys, lengths, finite numbers, threshold records; the fake's timings are host times of an
-emulator and mean nothing. Problem sizes are shrunk (fakecuda/testing.py), never the code paths.
+What the fake is and what its tests assert (shapes only, never timings): fakecuda/testing.py.
 
 Each chapter's own GPU branches are in tests/test_chN_fake_gpu.py.
 """

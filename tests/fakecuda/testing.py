@@ -1,4 +1,11 @@
-"""What the smoke tests of GPU code share (on the fake GPU, and on the CPU stand-ins of the
+"""The fake ``cupy`` reports an NVIDIA H200, runs the real ``.cu`` kernels on the course's CPU
+emulator (so the code's own correctness checks run on real results) and refuses host/device
+mix-ups as CuPy does; PyTorch is a CPU build here, so the experiments that need PyTorch on the
+GPU skip themselves and the tests check that the results say so. Only shapes are asserted:
+keys, lengths, finite numbers, threshold records; the fake's timings are host times of an
+emulator and mean nothing. Problem sizes are shrunk (below), never the code paths.
+
+What the smoke tests of GPU code share (on the fake GPU, and on the CPU stand-ins of the
 PyTorch steps): installing and removing the fake, shrinking problem sizes, the checks of a
 result's shape (keys, finite numbers, threshold records) and make gpu-check's printout of them.
 
