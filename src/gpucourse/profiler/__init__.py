@@ -448,12 +448,10 @@ def _root_pointer(a: np.ndarray) -> int:
     return root.__array_interface__["data"][0]
 
 
-def profile(kernel, grid, block, args, shared_mem=0) -> Profile:
-    """Run one launch on the emulator, counting its memory traffic; returns a :class:`Profile`.
-
-    The launch is real: arrays in ``args`` receive the results, as after ``kernel(...)``.
-    CuPy arrays are copied to the host for the run and the results copied back.
-    """
+def _prepare(kernel, grid, block, args, shared_mem):
+    """What a profiled or traced launch needs before it runs: the kernel's module and
+    signature, the checked launch shape, host copies of the arguments (and which were CuPy
+    arrays), the toolchain, the build's cache key and the emulator's stack size."""
     module, signature = _kernel_parts(kernel)
     name = signature.name
     # check_launch holds the emulator to its 48 KB of shared memory, static and dynamic.
@@ -467,6 +465,17 @@ def profile(kernel, grid, block, args, shared_mem=0) -> Profile:
         stack_kb = int(os.environ.get("GPUCOURSE_EMU_STACK_KB", DEFAULT_STACK_KB))
     except ValueError:
         stack_kb = DEFAULT_STACK_KB  # the launch itself reports the bad value
+    return module, signature, name, grid3, block3, shared, host, copies, tool, key, stack_kb
+
+
+def profile(kernel, grid, block, args, shared_mem=0) -> Profile:
+    """Run one launch on the emulator, counting its memory traffic; returns a :class:`Profile`.
+
+    The launch is real: arrays in ``args`` receive the results, as after ``kernel(...)``.
+    CuPy arrays are copied to the host for the run and the results copied back.
+    """
+    (module, signature, name, grid3, block3, shared, host, copies, tool, key,
+     stack_kb) = _prepare(kernel, grid, block, args, shared_mem)
     with _lock:
         build = _builds.get(key)
         if build is None:

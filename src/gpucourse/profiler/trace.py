@@ -17,17 +17,13 @@ launch completes, as after ``kernel(...)``.
 from __future__ import annotations
 
 import ctypes
-import os
 import re
 from dataclasses import dataclass
 
 import numpy as np
 
-from . import (K_ATOMIC, ProfilerError, _Build, _builds, _host, _kernel_parts, _lock,
-               _toolchain_check)
-from ..emulator import DEFAULT_STACK_KB, build as _emu_build, checks as _checks, instrument
-from ..emulator.source import defines_key
-from ..emulator.launch import check_args, check_launch
+from . import K_ATOMIC, ProfilerError, _Build, _builds, _lock, _prepare
+from ..emulator import build as _emu_build, checks as _checks, instrument
 from ..errors import CourseError
 
 __all__ = ["trace", "Trace", "ArrayInfo", "TRACE_LIMIT"]
@@ -168,18 +164,8 @@ def trace(kernel, grid, block, args, shared_mem: int = 0, *, limit: int = TRACE_
     """Run one launch on the emulator, logging every access; returns a :class:`Trace`.
 
     ``timeout``: seconds the launch may take (an endless loop stops there; None: no limit)."""
-    module, signature = _kernel_parts(kernel)
-    name = signature.name
-    grid3, block3, shared = check_launch(name, grid, block, shared_mem,
-                                         module.emulator_limits(name))
-    host, copies = _host(args, signature.params)
-    check_args(name, signature.params, host, "cpu")
-    tool = _toolchain_check()
-    key = (module.source, module.filename, defines_key(module.defines))
-    try:
-        stack_kb = int(os.environ.get("GPUCOURSE_EMU_STACK_KB", DEFAULT_STACK_KB))
-    except ValueError:
-        stack_kb = DEFAULT_STACK_KB  # the launch itself reports the bad value
+    (module, signature, name, grid3, block3, shared, host, copies, tool, key,
+     stack_kb) = _prepare(kernel, grid, block, args, shared_mem)
     params = signature.params
     buf = np.zeros(max(1, int(limit)), _REC)
     error = ""
