@@ -29,6 +29,7 @@ import numpy as np
 
 from ..errors import CompileError, DeviceError, KernelError, LaunchError
 from .compile_errors import explain_compiler_errors, source_line  # noqa: F401 (source_line: kernels)
+from .memory import lend_stacks
 from .rewrite import accessible_globals, rewrite_for_emulator
 from .source import KernelSignature, c_string, check_supported, define_lines, find_kernels
 
@@ -453,6 +454,8 @@ class Library:
             ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint),
             ctypes.POINTER(ctypes.c_uint), ctypes.c_uint, ctypes.c_int, ctypes.c_ulonglong,
             ctypes.c_uint, ctypes.c_char_p, ctypes.c_uint]
+        dll.gcemu_lend_stacks.restype = None
+        dll.gcemu_lend_stacks.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
         dll.gcemu_output.restype = ctypes.c_size_t
         dll.gcemu_output.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
         dll.gcemu_output_clear.restype = ctypes.c_int
@@ -543,6 +546,9 @@ class Library:
             static = self._static[name] = self.kernel_static_shared(name)
         with _lock:
             self._dll.gcemu_set_static_shared(ctypes.c_size_t(static))
+            threads = block[0] * block[1] * block[2]
+            if 0 < threads <= 1024 and 0 <= stack_kb < (1 << 30):  # else the launch says why
+                lend_stacks(self._dll, threads, (stack_kb or DEFAULT_STACK_KB) * 1024)
             rc = self._dll.gcemu_launch(name.encode(), self._entries[name], pointers, g, b,
                                         int(shared_mem), ORDERS[order], int(seed) & (2**64 - 1),
                                         stack_kb, message, len(message))

@@ -18,7 +18,6 @@ import ctypes
 import math
 import mmap
 import signal
-import sys
 import threading
 import warnings
 
@@ -27,6 +26,7 @@ import numpy as np
 from ..errors import KernelError
 from ..precision import gamma
 from . import build
+from .memory import libc_memory, problem as memory_problem
 
 DEFAULT_TIMEOUT_S = 10.0
 #: How many times longer than ``timeout`` the race detector's run may take: its -O0 build
@@ -53,48 +53,6 @@ class OutOfBounds(KernelError):
 
 
 # --------------------------------------------------------------------------- guarded memory
-
-class _Memory:
-    """mmap, mprotect, madvise and munmap of the C library."""
-
-    def __init__(self):
-        libc = ctypes.CDLL(None, use_errno=True)
-        self.mmap = libc.mmap
-        self.mmap.restype = ctypes.c_void_p
-        self.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                              ctypes.c_int, ctypes.c_long]
-        self.mprotect = libc.mprotect
-        self.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-        self.munmap = libc.munmap
-        self.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-        self.madvise = libc.madvise
-        self.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-        self.page = mmap.PAGESIZE
-        anonymous = getattr(mmap, "MAP_ANONYMOUS", getattr(mmap, "MAP_ANON", 0))
-        self.flags = mmap.MAP_PRIVATE | anonymous | getattr(mmap, "MAP_NORESERVE", 0)
-        self.failed = ctypes.c_void_p(-1).value
-
-    def reserve(self, nbytes: int) -> int | None:
-        """The address of ``nbytes`` of address space no access may touch, or None."""
-        at = self.mmap(None, nbytes, 0, self.flags, -1, 0)
-        return None if at in (None, self.failed) else at
-
-
-_memory: _Memory | None = None
-_memory_problem = ""
-
-
-def _libc_memory() -> _Memory | None:
-    global _memory, _memory_problem
-    if _memory is None and not _memory_problem:
-        try:
-            if sys.platform == "win32":
-                raise OSError("no mmap in the C library")
-            _memory = _Memory()
-        except (OSError, AttributeError) as exc:
-            _memory_problem = str(exc)
-    return _memory
-
 
 def span(a: np.ndarray) -> tuple[int, int]:
     """(first byte, one past the last) of the memory ``a`` covers."""
@@ -135,8 +93,11 @@ _warned = False
 #: The canary as bytes, from an address that is a multiple of 4 (pages are).
 _PATTERN = CANARY.to_bytes(4, "little") * 2048
 #: Reserved memory kept from recent launches for the next one of the same layout (pages
-#: already there cost much less than new ones); at most this many bytes of pages in all.
+#: already there cost much less than new ones): at most this many bytes of pages in all, and
+#: at most this many layouts, since each keeps 2 memory mappings per array and a process may
+#: map at most vm.max_map_count (65,530) regions.
 _REUSE_BYTES = 64 << 20
+_REUSE_LAYOUTS = 16
 _spare: dict = {}
 _spare_lock = threading.Lock()
 
@@ -153,9 +114,9 @@ class GuardedArrays:
     """
 
     def __init__(self, params, args, *, align: int = 16):
-        memory = _libc_memory()
+        memory = libc_memory()
         if memory is None:
-            raise OSError(_memory_problem or "no guarded memory here")
+            raise OSError(memory_problem() or "no guarded memory here")
         self.memory, self.base = memory, None
         pointers = [i for i, p in enumerate(params) if p.pointer]
         spans = {i: span(args[i]) for i in pointers}
@@ -286,7 +247,8 @@ class GuardedArrays:
             with _spare_lock:
                 gone = [_spare.pop(self.layout)] if self.layout in _spare else []
                 _spare[self.layout] = mine
-                while sum(v[3] for v in _spare.values()) > _REUSE_BYTES:
+                while (sum(v[3] for v in _spare.values()) > _REUSE_BYTES
+                       or len(_spare) > _REUSE_LAYOUTS):
                     gone.append(_spare.pop(next(iter(_spare))))  # the oldest first
         for base, total, _, _ in gone:
             self.memory.munmap(base, total)

@@ -122,10 +122,15 @@ static const char* g_kernel = "?";
 static int g_status;
 static char g_message[1024];
 
-// Stacks: one per thread of a block, each with a guard page below it, allocated once.
+// Stacks: one per thread of a block, each with a guard page below it. Python lends one pool
+// that every kernel file of the process shares (gcemu_lend_stacks): a pool of its own in
+// each file would keep two memory mappings per thread for the life of the process, and a
+// process may map at most vm.max_map_count (65,530) regions. Without a loan the file
+// allocates its own once.
 static char* g_stacks;
 static size_t g_stack_bytes, g_stride, g_page;
 static int g_stack_count;
+static int g_stacks_lent;
 
 #if GCEMU_FAST_SWITCH
 static void* g_main_sp;
@@ -175,6 +180,7 @@ static int ensure_stacks(int n, size_t stack_bytes) {
   if (!g_page) g_page = (size_t)sysconf(_SC_PAGESIZE);
   stack_bytes = (stack_bytes + g_page - 1) / g_page * g_page;
   if (g_stacks && n <= g_stack_count && stack_bytes == g_stack_bytes) return 0;
+  if (g_stacks_lent) return -1;  // the lender sizes its pool for each launch
   int count = n > g_stack_count ? n : g_stack_count;
   if (count < 64) count = 64;
   if (g_stacks) munmap(g_stacks, g_stride * (size_t)g_stack_count);
@@ -594,6 +600,20 @@ static volatile int g_order_mode;
 // Runs one launch. order: 0 threads and blocks in index order, 1 reversed, 2 shuffled
 // (by seed). Returns 0 on success, 1 for an error in the kernel (deadlock, assert, trap),
 // 2 for a crash, 3 when interrupted, 4 for a bad request; `message` then says what.
+// Uses `count` stacks of `stack_bytes` each, the first at base + page, each `stack_bytes`
+// + page apart with an inaccessible page below it (base NULL: the file's own pool again).
+// Called before every launch, under the caller's launch lock.
+GCEMU_EXPORT void gcemu_lend_stacks(char* base, size_t stack_bytes, int count) {
+  if (!g_page) g_page = (size_t)sysconf(_SC_PAGESIZE);
+  if (!base && !g_stacks_lent) return;  // keeps a pool of its own
+  if (g_stacks && !g_stacks_lent) munmap(g_stacks, g_stride * (size_t)g_stack_count);
+  g_stacks = base;
+  g_stacks_lent = base != NULL;
+  g_stack_bytes = base ? stack_bytes : 0;
+  g_stride = base ? stack_bytes + g_page : 0;
+  g_stack_count = base ? count : 0;
+}
+
 GCEMU_EXPORT int gcemu_launch(const char* kernel, void (*entry)(void**), void** args,
                               const unsigned* grid, const unsigned* block, unsigned dyn_shared,
                               int order, unsigned long long seed, unsigned stack_kb,
