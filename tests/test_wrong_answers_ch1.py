@@ -16,18 +16,27 @@ def element(body):
     return c1.CHUNKED_ELEMENT.replace(CHUNKED, body)
 
 
-def intensity(vector_add=lambda e: 1 / (3 * e), sum_=lambda e: 1 / e,
-              matmul=lambda m, n, k, e: 2 * m * n * k / (e * (m * k + k * n + m * n))):
-    return vector_add, sum_, matmul
+def limited(share=lambda p, c: c1.roof_share(p, c), strict=False, ridge_tie="compute",
+            roof_cap=True, overhead=True, intensity=lambda p: p["flops"] / p["bytes"]):
+    """A learner's limited_by; the keywords are the mistakes."""
+    def limited_by(point, ceilings):
+        i = intensity(point)
+        ridge = ceilings["peak_flops"] / ceilings["bandwidth_Bps"]
+        bound = "memory" if i < ridge else "compute" if i > ridge else ridge_tie
+        s = share(point, ceilings)
+        ok = not overhead or (s > 0.5 if strict else s >= 0.5)
+        if not roof_cap:
+            ok = ok and s <= 1
+        return bound if ok else "overhead"
+    return limited_by
 
 
-def roofline(combine=max, fixed=None, bandwidth=lambda g: g.bandwidth_Bps, bound=None):
-    def roofline_time(flops, nbytes, gpu, precision):
-        g = specs.lookup(gpu)
-        tc, tm = flops / g.peak_flops(fixed or precision), nbytes / bandwidth(g)
-        return combine(tc, tm), (bound(flops, nbytes) if bound else
-                                 "compute" if tc >= tm else "memory")
-    return roofline_time
+def first(pick=lambda pts, c: max(pts, key=lambda p: c1.time_to_save(p, c)), bound=None):
+    def optimize_first(points, ceilings):
+        p = pick(points, ceilings)
+        b = bound or c1._roof(p, ceilings).bound
+        return p["name"], b
+    return optimize_first
 
 
 def bandwidth(warmup=10, sync=True, unit=1e9, repeats=9, nbytes_factor=1):
@@ -62,11 +71,13 @@ def worth(transfer=transfer_seconds, back=True, gpu_per_pass=True, copies_per_pa
     return worth_moving
 
 
-CHECKS = {"1.1": c1.check_coalesced_scale, "1.2": lambda answer: c1.check_intensity(*answer),
-          "1.3": c1.check_bound, "1.4": c1.check_bandwidth_timer,
+CHECKS = {"1.1": c1.check_coalesced_scale,
+          "1.2": lambda answer: c1.check_limited_by(answer, guess="memory"),
+          "1.3": lambda answer: c1.check_optimize_first(answer, guess="matmul"),
+          "1.4": c1.check_bandwidth_timer,
           "1.5": lambda answer: c1.check_transfer(*answer)}
-REFERENCES = {"1.1": element("    return t + (long long)k * T;"), "1.2": intensity(),
-              "1.3": roofline(), "1.4": bandwidth(), "1.5": (transfer_seconds, worth())}
+REFERENCES = {"1.1": element("    return t + (long long)k * T;"), "1.2": limited(),
+              "1.3": first(), "1.4": bandwidth(), "1.5": (transfer_seconds, worth())}
 
 WRONG_ANSWERS = {
     "1.1": [
@@ -81,22 +92,28 @@ WRONG_ANSWERS = {
          "Submit only your element() function"),
     ],
     "1.2": [
-        ("the output of vector add forgotten", intensity(vector_add=lambda e: 1 / (2 * e)), "vector_add_ai"),
-        ("always fp32", intensity(vector_add=lambda e: 1 / 12), "vector_add_ai"),
-        ("one FLOP per multiply-add", intensity(matmul=lambda m, n, k, e: m * n * k / (e * (m * k + k * n + m * n))),
-         "2*m*n*k FLOPs"),
-        ("C not counted", intensity(matmul=lambda m, n, k, e: 2 * m * n * k / (e * (m * k + k * n))),
-         "C (m x n)"),
-        ("a sum that reads and writes every element", intensity(sum_=lambda e: 1 / (2 * e)), "sum_ai"),
-        ("bits, not bytes", intensity(vector_add=lambda e: 1 / (24 * e)), "vector_add_ai"),
+        ("the intensity against the ridge only", limited(overhead=False), "return 'overhead'"),
+        ("a share of the compute peak, not of the roof",
+         limited(share=lambda p, c: p["flops"] / p["seconds"] / c["peak_flops"]),
+         "not with the compute peak"),
+        ("more than half, not at least half", limited(strict=True), "at least half counts"),
+        ("memory-bound on the ridge", limited(ridge_tie="memory"), "exactly on the ridge point"),
+        ("a rate above the roof taken for overhead", limited(roof_cap=False), "is noise"),
+        ("bytes per FLOP", limited(intensity=lambda p: p["bytes"] / p["flops"]), "not bytes per FLOP"),
     ],
     "1.3": [
-        ("compute and memory added", roofline(combine=lambda a, b: a + b), "not their sum"),
-        ("the faster of the two", roofline(combine=min), "the slower one sets the time"),
-        ("the fp32 peak for every precision", roofline(fixed="fp32"), "uses the fp32 peak"),
-        ("GB/s taken as bytes/s", roofline(bandwidth=lambda g: g.bandwidth_Bps / 1e9), "in bytes/s"),
-        ("one ridge point for every GPU",
-         roofline(bound=lambda f, b: "compute" if f / b > 10 else "memory"), "ridge point"),
+        ("the slowest kernel", first(pick=lambda pts, c: max(pts, key=lambda p: p["seconds"])),
+         "takes the longest"),
+        ("the furthest below its roof in per cent",
+         first(pick=lambda pts, c: min(pts, key=lambda p: c1._roof(p, c).time / p["seconds"])),
+         "furthest below its roof"),
+        ("the roofline time from the FLOPs only", first(pick=lambda pts, c: max(
+            pts, key=lambda p: p["seconds"] - p["flops"] / c["peak_flops"])),
+         "minus the roofline time max(FLOPs / peak, bytes / bandwidth)"),
+        ("always memory-bound", first(bound="memory"), "compute-bound, not memory-bound"),
+        ("the lowest FLOP rate", first(pick=lambda pts, c: min(pts, key=lambda p: p["flops"] / p["seconds"])),
+         "optimize"),
+        ("only the name", lambda pts, c: c1.optimize_first_reference(pts, c)[0], "return a pair"),
     ],
     "1.4": [
         ("no synchronize", bandwidth(sync=False), "synchronize"),

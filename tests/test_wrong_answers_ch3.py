@@ -35,20 +35,19 @@ def _average(local, p):
     return [[sum(local[r][i] for r in range(p)) / p for i in range(len(local[0]))] for _ in range(p)]
 
 
-def microbatches(stages, target=0.2):
-    m = 1
-    while models.pipeline_bubble(stages, m).bubble_fraction >= target:
-        m += 1
-    return m
+def bucket(share=lambda bw: 0.5 * max(bw), strict=False, pick=min):
+    """A learner's bucket_bytes; the keywords are the mistakes."""
+    def bucket_bytes(sizes, seconds):
+        bw = [n / t for n, t in zip(sizes, seconds)]
+        limit = share(bw)
+        return pick(n for n, b in zip(sizes, bw) if (b > limit if strict else b >= limit))
+    return bucket_bytes
 
 
-def _search(first=1, last=10**6, condition=lambda b, t: b < t):
-    def smallest(stages, target=0.2):
-        for m in range(first, last):
-            if condition(models.pipeline_bubble(stages, m).bubble_fraction, target):
-                return m
-        return last - 1
-    return smallest
+def steps(pick=lambda s, best: min(m for m, t in s.items() if t <= best * 1.05 * (1 + 1e-12)),
+          best=lambda s: min(s.values())):
+    """A learner's choose_microbatches."""
+    return lambda s: pick(s, best(s))
 
 
 def choose(params, activations, device_bytes, devices, need=None,
@@ -66,28 +65,23 @@ def _strategy(**how):
     return lambda p, a, m, n: choose(p, a, m, n, **how)
 
 
-CHECKS = {"3.1": lambda answer: c3.check_allreduce_time(*answer),
-          "3.2": c3.check_average_gradients, "3.3": c3.check_microbatches,
+CHECKS = {"3.1": lambda answer: c3.check_bucket_bytes(answer, guess=2**16),
+          "3.2": c3.check_average_gradients,
+          "3.3": lambda answer: c3.check_choose_microbatches(answer, guess=4),
           "3.4": c3.check_strategy}
-REFERENCES = {"3.1": (ring, scenario()), "3.2": _gradients(_average), "3.3": microbatches,
+REFERENCES = {"3.1": bucket(), "3.2": _gradients(_average), "3.3": steps(),
               "3.4": choose}
 
 WRONG_ANSWERS = {
     "3.1": [
-        ("no 2(p-1)/p factor", (lambda n, p, bw, lat: n / bw + 2 * (p - 1) * lat, None),
-         "lacks the factor 2(p-1)/p"),
-        ("the reduce-scatter half only",
-         (lambda n, p, bw, lat: (p - 1) / p * n / bw + (p - 1) * lat, None), "reduce-scatter half"),
-        ("no latency term", (lambda n, p, bw, lat: 2 * (p - 1) / p * n / bw, None),
-         "latency term"),
-        ("(p - 1) // p", (lambda n, p, bw, lat: 2 * ((p - 1) // p) * n / bw + 2 * (p - 1) * lat,
-                          None), "integer division"),
-        ("bits, not bytes", (lambda n, p, bw, lat: 8 * ring(n, p, bw, lat / 8), None),
-         "bytes, not bits"),
-        ("t_step in milliseconds", (ring, scenario() * 1e3), "milliseconds"),
-        ("t_step with 4-byte gradients", (ring, scenario(bytes_per_grad=4)), "2 bytes each"),
-        ("0 for an empty message", (lambda n, p, bw, lat: ring(n, p, bw, lat) if n else 0.0, None),
-         "2(p-1) x latency, not 0"),
+        ("half of the largest message's bandwidth", bucket(share=lambda bw: 0.5 * bw[-1]),
+         "half of the largest message"),
+        ("more than half, not at least half", bucket(strict=True), "at least half counts"),
+        ("the size of the best bandwidth", lambda s, t: s[max(range(len(s)), key=lambda i: s[i] / t[i])],
+         "best bandwidth; a smaller one"),
+        ("the index of the size", lambda s, t: s.index(bucket()(s, t)), "not its index"),
+        ("one step short", lambda s, t: s[max(0, s.index(bucket()(s, t)) - 1)], "latency still dominates"),
+        ("a tenth of the best", bucket(share=lambda bw: 0.1 * max(bw)), "latency still dominates"),
     ],
     "3.2": [
         ("summed, not averaged", _gradients(lambda local, p: [[x * p for x in r]
@@ -108,13 +102,16 @@ WRONG_ANSWERS = {
          "never uses world_size"),
     ],
     "3.3": [
-        ("<= instead of <", _search(condition=lambda b, t: b <= t), "strictly below"),
-        ("the bubble as (p-1)/m", lambda p, t=0.2: next(m for m in range(1, 10**6) if (p - 1) / m < t),
-         "not (p-1)/m"),
-        ("a search from 2", _search(first=2), "expected 1"),
-        ("a search capped at 100", _search(last=101), "expected 134"),
-        ("a float", lambda p, t=0.2: float(microbatches(p, t)), "an int"),
-        ("one too few", lambda p, t=0.2: max(1, microbatches(p, t) - 1), "not strictly below"),
+        ("the fastest count", lambda s: min(s, key=s.get), "is the fastest"),
+        ("strictly within 5 %", steps(pick=lambda s, best: min(m for m, t in s.items() if t < best * 1.05)),
+         "within 5 % includes 5 %"),
+        ("the first within 5 % in the dict's order",
+         steps(pick=lambda s, best: next(m for m, t in s.items() if t <= best * 1.05 * (1 + 1e-12))),
+         "with fewer micro-batches"),
+        ("the bubble model's count", lambda s: c3.smallest_microbatches_reference(2, 0.2),
+         "bubble model's count"),
+        ("within 5 % of one micro-batch", steps(best=lambda s: s[1]), "more than 5 % slower"),
+        ("a float", lambda s: float(c3.choose_microbatches_reference(s)), "an int"),
     ],
     "3.4": [
         ("need // memory + 1 stages", _strategy(stages=lambda need, mem: int(need // mem) + 1),

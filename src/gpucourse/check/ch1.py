@@ -1,5 +1,6 @@
-"""Lab checkers of chapter 1: coalesced indexing, arithmetic intensity, roofline bounds,
-timing an asynchronous operation, and the cost of a host-to-device transfer.
+"""Lab checkers of chapter 1: coalesced indexing, what limits a measured operation (memory,
+compute or overhead), which kernel of a GPU's reference measurements to optimize first, timing
+an asynchronous operation, and the cost of a host-to-device transfer.
 
 Each checker raises AssertionError saying what is wrong and prints one line when right.
 They use ``kernels`` and ``models`` (never ``experiments``).
@@ -11,12 +12,15 @@ from typing import Callable
 
 import numpy as np
 
-from .. import device, kernels, models, precision, specs
+import os
+
+from .. import device, kernels, models, precision, reference, specs
 from ..errors import CourseError
 from ..kernels import matmul, vector_add
 from .compare import assert_close, random_array
 from .lab import (Exercise, answer_error, callable_answer, choice_answer, number_answer,
                   text_answer, tuple_answer)
+from .predict import prediction
 from .timing import SimulatedAsyncDevice, check_timer
 
 # --------------------------------------------------------------------------- 1.1 coalescing
@@ -90,6 +94,23 @@ def _assert_each_once(taken: np.ndarray, n: int, blocks: int, threads: int) -> N
             "each element must be handled by exactly one thread at one step k.")
 
 
+def _kernel_backend() -> str:
+    """Where the learner's kernel runs: the GPU when CuPy works there (and GPUCOURSE_DEVICE
+    does not ask for the CPU), else the emulator.
+
+    Only CuPy is asked: without it the kernel runs on the emulator whatever PyTorch finds, and
+    ``device.backend()`` would import PyTorch to look for a GPU, seconds on a 2-core machine.
+    """
+    if os.environ.get(device.ENV_VAR, "").strip().lower() != "cpu" and device.cupy_works():
+        return device.backend()
+    return "cpu"
+
+
+def _on(backend: str, array: np.ndarray):
+    """``array`` where a kernel of ``backend`` reads it."""
+    return device.asarray(array) if backend == "cuda" else np.ascontiguousarray(array)
+
+
 def check_coalesced_scale(element_source: str, number: str = "1.1") -> None:
     """The learner's ``element(k, n)`` in ``SCALE_KERNEL``: right at awkward sizes and grids (on
     the emulator without a GPU), and every warp access as few 32-byte sectors as its lanes need
@@ -102,8 +123,10 @@ def check_coalesced_scale(element_source: str, number: str = "1.1") -> None:
         assert "element" in element_source, (
             "define `__device__ long long element(int k, int n)`: the kernel and the checker "
             "call it to see which element each thread takes.")
+        backend = _kernel_backend()
         try:
-            mod = kernels.from_source(element_source + SCALE_KERNEL + _PROBE, name="exercise_1_1.cu")
+            mod = kernels.from_source(element_source + SCALE_KERNEL + _PROBE, name="exercise_1_1.cu",
+                                      backend=backend)
             mod.scale, mod.ch1_probe_element  # noqa: B018 (both must exist)
         except CourseError as exc:
             hint = ("\nSubmit only your element() function: the checker adds the scale kernel "
@@ -111,7 +134,7 @@ def check_coalesced_scale(element_source: str, number: str = "1.1") -> None:
             raise AssertionError(f"the kernel does not build: {exc}{hint}") from None
         for n, blocks, threads in SCALE_CASES:
             x_host = random_array(n, np.float32, seed=n)
-            x, y = device.asarray(x_host), device.empty(n, np.float32)
+            x, y = _on(backend, x_host), _on(backend, np.full(n, np.nan, np.float32))
             a = np.float32(1.75)
             mod.scale((blocks,), (threads,), (x, y, a, np.int32(n)))
             try:  # one float32 multiply, rounded once: within 2^-24 of the exact product
@@ -124,13 +147,15 @@ def check_coalesced_scale(element_source: str, number: str = "1.1") -> None:
         for n, blocks, threads in SCALE_CASES:
             total = blocks * threads
             iterations = math.ceil(n / total)
-            idx = device.asarray(np.full(iterations * total, -1, np.int64))
+            idx = _on(backend, np.full(iterations * total, -1, np.int64))
             mod.ch1_probe_element((blocks,), (threads,), (idx, np.int32(n), np.int32(iterations)))
             taken = device.to_host(idx)
             _assert_each_once(taken, n, blocks, threads)
             for k, b, w, lanes in warp_accesses(taken, n, blocks, threads, iterations):
-                sec = models.sectors([int(i) * 4 for i in lanes], 4)
-                if sec.sectors > _min_sectors(lanes.size):
+                # The sector model's count for aligned 4-byte elements, in one NumPy call (the
+                # model itself, per warp, took most of the check's time); it explains a failure.
+                if np.unique(lanes * 4 // models.SECTOR_BYTES).size > _min_sectors(lanes.size):
+                    sec = models.sectors([int(i) * 4 for i in lanes], 4)
                     shown = ", ".join(str(int(i)) for i in lanes[:4])
                     raise AssertionError(
                         f"not coalesced: at step k={k}, warp {w} of block {b} reads elements "
@@ -140,104 +165,192 @@ def check_coalesced_scale(element_source: str, number: str = "1.1") -> None:
                         "Neighbouring threads should take neighbouring elements at each step.")
 
 
-# --------------------------------------------------------------------------- 1.2 intensity
+# --------------------------------------------------------------------------- 1.2 what limits it
 
-def _ai_vector_add(e):
-    return vector_add.flops(1) / vector_add.bytes_moved(1, e)
-
-
-def _ai_sum(e):
-    return 1 / e
+# At least this share of the roof at its intensity: the ceiling that sets the roof limits the
+# operation; below it neither does (call overhead, caches, too little parallel work).
+ROOF_SHARE = 0.5
+_EXACT = 1e-9  # relative: a share this close to ROOF_SHARE is exactly on the boundary
 
 
-def _ai_matmul(m, n, k, e):
-    return matmul.flops(m, n, k) / matmul.bytes_moved(m, n, k, e)
+def _roof(point: dict, ceilings: dict) -> models.Roofline:
+    return models.roofline(point["flops"], point["bytes"], peak_flops=ceilings["peak_flops"],
+                           bandwidth=ceilings["bandwidth_Bps"])
 
 
-def check_intensity(vector_add_ai: Callable, sum_ai: Callable, matmul_ai: Callable,
-                    number: str = "1.2") -> None:
-    """FLOP per byte of vector add, sum and matmul, at several element sizes and shapes."""
-    with Exercise(number, "arithmetic intensity"):
-        for name, fn, example in (("vector_add_ai", vector_add_ai, "def vector_add_ai(e): ..."),
-                                  ("sum_ai", sum_ai, "def sum_ai(e): ..."),
-                                  ("matmul_ai", matmul_ai, "def matmul_ai(m, n, k, e): ...")):
-            callable_answer(fn, f"{name} is", example)
-        # A few float64 operations in any order are within 1e-15 of these; rel_tol 1e-6 also
-        # takes float32 arithmetic (a few roundings of 6e-8), and no wrong formula comes near.
-        for e in (4, 2, 1):
-            got = number_answer(vector_add_ai(e), f"vector_add_ai({e}) returned", "FLOP per byte")
-            assert math.isclose(got, _ai_vector_add(e), rel_tol=1e-6), (
-                f"vector_add_ai({e}) = {got:.4g}, expected {_ai_vector_add(e):.4g} FLOP/byte: "
-                "one addition per element, and every element of a, b and out crosses memory once.")
-            got = number_answer(sum_ai(e), f"sum_ai({e}) returned", "FLOP per byte")
-            assert math.isclose(got, _ai_sum(e), rel_tol=1e-6), (
-                f"sum_ai({e}) = {got:.4g}, expected {_ai_sum(e):.4g} FLOP/byte: one addition per "
-                "element read (the single output is negligible).")
-        for shape in ((4096, 4096, 4096, 2), (1024, 1024, 1024, 4), (8, 4096, 4096, 2),
-                      (4096, 1, 4096, 4), (512, 2048, 64, 1)):
-            m, n, k, e = shape
-            got = number_answer(matmul_ai(*shape), f"matmul_ai({m}, {n}, {k}, {e}) returned",
-                                "FLOP per byte")
-            want = _ai_matmul(*shape)
-            assert math.isclose(got, want, rel_tol=1e-6), (
-                f"matmul_ai(m={m}, n={n}, k={k}, elem_bytes={e}) = {got:.4g}, expected {want:.4g}: "
-                "2*m*n*k FLOPs (a multiply and an add per term) over the bytes of A (m x k), "
-                "B (k x n) and C (m x n), each moved once.")
+def roof_share(point: dict, ceilings: dict) -> float:
+    """The measured rate of ``point`` as a share of the roof at its intensity."""
+    return point["flops"] / point["seconds"] / _roof(point, ceilings).attainable_flops
 
 
-# --------------------------------------------------------------------------- 1.3 roofline bound
-
-# (what, flops, bytes, gpu, precision): near and far from the ridge points, on GPUs with
-# different ridges, so that the wrong ceiling or the wrong combination changes an answer.
-BOUND_CASES = (
-    ("vector add of 2^28 fp32", 2**28, 3 * 4 * 2**28, "H100-SXM", "fp32"),
-    ("matmul 4096^3 fp16", 2 * 4096**3, 3 * 2 * 4096**2, "A100-SXM4-80GB", "fp16"),
-    ("matmul 8 x 4096 x 4096 fp16 (a decode step)", 2 * 8 * 4096 * 4096,
-     2 * (8 * 4096 + 4096 * 4096 + 8 * 4096), "H100-SXM", "fp16"),
-    ("matmul 256^3 fp32", 2 * 256**3, 3 * 4 * 256**2, "T4", "fp32"),
-    ("matmul 256^3 fp16", 2 * 256**3, 3 * 2 * 256**2, "T4", "fp16"),
-    ("matmul 1024^3 bf16", 2 * 1024**3, 3 * 2 * 1024**2, "H200", "bf16"),
-    ("matmul 1024^3 bf16", 2 * 1024**3, 3 * 2 * 1024**2, "L4", "bf16"),
-    ("layer norm of 2^24 fp16 (8 FLOP/element)", 8 * 2**24, 2 * 2 * 2**24, "A10", "fp16"),
-    ("matmul 128^3 fp32", 2 * 128**3, 3 * 4 * 128**2, "RTX-4090", "fp32"),
-)
+def limited_by_reference(point: dict, ceilings: dict) -> str:
+    """"memory" or "compute" (the ceiling that sets the roof at the point's intensity) when
+    the point reaches at least ROOF_SHARE of that roof, else "overhead"."""
+    share = roof_share(point, ceilings)
+    return _roof(point, ceilings).bound if share >= ROOF_SHARE * (1 - _EXACT) else "overhead"
 
 
-def check_bound(roofline_time: Callable, number: str = "1.3") -> None:
-    """``roofline_time(flops, nbytes, gpu, precision) -> (seconds, "memory" | "compute")``."""
-    with Exercise(number, "roofline time and bound"):
-        callable_answer(roofline_time, "roofline_time is",
-                        "def roofline_time(flops, nbytes, gpu, precision): ...")
-        for what, flops, nbytes, gpu, prec in BOUND_CASES:
-            ref = models.roofline(flops, nbytes, gpu, prec)
-            call = f"roofline_time({flops:g}, {nbytes:g}, {gpu!r}, {prec!r}) returned"
-            t, bound = tuple_answer(roofline_time(flops, nbytes, gpu, prec), call, 2,
-                                    "a pair (seconds, 'memory' or 'compute')")
-            t = number_answer(t, f"{call} a time that is", "seconds")
-            choice_answer(bound, f"{call} a bound that is", ("memory", "compute"))
-            if not math.isclose(t, ref.time, rel_tol=1e-3):
-                spec = specs.lookup(gpu)
-                t_c, t_m = flops / spec.peak_flops(prec), nbytes / spec.bandwidth_Bps
-                mistakes = (
-                    (t_c + t_m, "that is compute + memory time: the two overlap, so the time is "
-                                "the larger of the two, not their sum"),
-                    (min(t_c, t_m), "that is the faster of the two: the slower one sets the time"),
-                    (max(flops / spec.peak_flops("fp32"), t_m),
-                     f"that uses the fp32 peak: use the {prec} peak, spec.peak_flops(precision)"),
-                    (max(t_c, nbytes / (spec.bandwidth_Bps / 1e9)),
-                     "that divides bytes by GB/s: the bandwidth is spec.bandwidth_Bps, in bytes/s"),
-                )
-                why = next((w for v, w in mistakes if math.isclose(t, v, rel_tol=1e-3)
-                            and not math.isclose(v, ref.time, rel_tol=1e-3)),
-                           "compute and memory traffic overlap, so the slower of the two sets "
-                           "the time")
+def _point(name, flops, nbytes, share, ceilings) -> dict:
+    """A point that reaches ``share`` of its roof (an exact power of two stays exact)."""
+    t = _roof({"flops": flops, "bytes": nbytes}, ceilings).time / share
+    return {"name": name, "flops": flops, "bytes": nbytes, "seconds": t,
+            "intensity": flops / nbytes, "rate": flops / t}
+
+
+def limited_by_cases() -> list[tuple[str, dict]]:
+    """(what, roofline data) the check decides on: the reference GPU measurements, and data
+    where the chapter's intensity-against-ridge rule alone decides wrongly (an operation far
+    below its roof), boundaries (exactly half the roof, exactly on the ridge) and noise (a
+    rate a little above a measured roof)."""
+    out = [(f"the reference roofline ({ref.provenance})", data)
+           for ref, data in reference.find("ch1", "roofline")]
+    cpu = {"bandwidth_Bps": 6e9, "peak_flops": 9e10}
+    out.append(("a CPU's roofline", {"ceilings": cpu, "points": [
+        _point("vector add 2^12", 2**12, 12 * 2**12, 0.08, cpu),       # a call's overhead
+        _point("vector add 2^24", 2**24, 12 * 2**24, 0.8, cpu),
+        _point("matmul 64x64", 2 * 64**3, 12 * 64**2, 0.3, cpu),       # above the ridge, slow
+        _point("matmul 1024x1024", 2 * 1024**3, 12 * 1024**2, 0.9, cpu),
+        _point("sum 2^24, one core", 2**24, 4 * 2**24, 0.35, cpu)]}))
+    exact = {"bandwidth_Bps": 2.0**32, "peak_flops": 2.0**36}            # ridge: 16 FLOP/byte
+    out.append(("exact boundaries", {"ceilings": exact, "points": [
+        _point("half the bandwidth roof", 2.0**30, 2.0**30, 0.5, exact),
+        _point("half the compute roof", 2.0**36, 2.0**30, 0.5, exact),
+        _point("on the ridge", 2.0**34, 2.0**30, 0.75, exact),
+        _point("just below half", 2.0**30, 2.0**30, 0.4375, exact),
+        _point("above the measured roof", 2.0**30, 2.0**28, 1.0625, exact)]}))
+    return out
+
+
+def _why_not(got: str, want: str, point: dict, ceilings: dict) -> str:
+    """The likely mistake behind ``got`` where ``want`` is right."""
+    r, share = _roof(point, ceilings), roof_share(point, ceilings)
+    roof = f"{r.attainable_flops / 1e9:.3g} GFLOP/s"
+    if want == "overhead":
+        return (f"it reaches only {share:.0%} of the roof at its intensity ({roof}): below "
+                f"{ROOF_SHARE:.0%}, neither ceiling limits it, so the intensity against the ridge "
+                "point cannot be the whole answer: return 'overhead'")
+    if got == "overhead":
+        if abs(share - ROOF_SHARE) <= ROOF_SHARE * _EXACT:
+            return f"it reaches exactly {ROOF_SHARE:.0%} of its roof, and at least half counts"
+        if share > 1:
+            return (f"it runs at {share:.0%} of its roof: a rate a little above a measured roof "
+                    f"is noise, and it is {want}-bound")
+        if want == "memory":
+            return (f"it reaches {share:.0%} of the roof at its intensity ({roof}): compare with "
+                    "that roof, min(peak FLOP/s, intensity x bandwidth), not with the compute peak")
+        return f"it reaches {share:.0%} of its roof ({roof}), at least {ROOF_SHARE:.0%}"
+    if math.isclose(r.compute_time, r.memory_time, rel_tol=1e-12):
+        return ("it sits exactly on the ridge point, where both ceilings meet: count it as "
+                "compute-bound (compute time >= memory time), as models.roofline does")
+    side = "below" if want == "memory" else "above"
+    return (f"its intensity {r.intensity:.3g} FLOP/byte (FLOPs per byte, not bytes per FLOP) is "
+            f"{side} the ridge point {r.ridge_point:.3g}, so the {want} ceiling sets its roof")
+
+
+def check_limited_by(limited_by: Callable, measured: dict | None = None, guess=None,
+                     number: str = "1.2") -> None:
+    """``limited_by(point, ceilings) -> "memory" | "compute" | "overhead"`` on the learner's own
+    measured roofline (``measured``), the reference GPU's and data with awkward cases; ``guess``
+    is the prediction, checked only for its type."""
+    with Exercise(number, "what limits a measured operation"):
+        prediction(guess, "guess is", LIMITS)
+        callable_answer(limited_by, "limited_by is", "def limited_by(point, ceilings): ...")
+        cases = limited_by_cases()
+        if measured is not None:
+            if not (isinstance(measured, dict) and "points" in measured and "ceilings" in measured):
+                raise answer_error("measured is", measured, "pass the roofline dict that "
+                                   "ch1.roofline() returned")
+            cases.insert(0, ("your measured roofline", measured))
+        for what, data in cases:
+            ceilings = data["ceilings"]
+            for point in data["points"]:
+                got = choice_answer(limited_by(dict(point), dict(ceilings)),
+                                    f"limited_by({point['name']!r} point, ceilings) returned",
+                                    LIMITS)
+                want = limited_by_reference(point, ceilings)
+                assert got == want, (
+                    f"{point['name']} ({what}): {want}, not {got}: "
+                    f"{_why_not(got, want, point, ceilings)}.")
+
+
+LIMITS = ("memory", "compute", "overhead")
+
+
+# --------------------------------------------------------------------------- 1.3 what to optimize
+
+def time_to_save(point: dict, ceilings: dict) -> float:
+    """Seconds an operation would save by running at its roof (its roofline time)."""
+    return point["seconds"] - _roof(point, ceilings).time
+
+
+def optimize_first_reference(points: list, ceilings: dict) -> tuple[str, str]:
+    """(name, bound) of the point with the most seconds to save; the first such on a tie."""
+    best = max(points, key=lambda p: time_to_save(p, ceilings))
+    return best["name"], _roof(best, ceilings).bound
+
+
+def _at(name, flops, nbytes, seconds) -> dict:
+    return {"name": name, "flops": flops, "bytes": nbytes, "seconds": seconds,
+            "intensity": flops / nbytes, "rate": flops / seconds}
+
+
+def optimize_first_cases() -> list[tuple[str, dict]]:
+    """(what, data): the reference GPU's measured kernels, and data where the slowest kernel,
+    the one furthest below its roof in per cent, or the compute-bound one is not the answer."""
+    out = [(f"the reference measurements ({ref.provenance})", data)
+           for ref, data in reference.find("ch1", "roofline")]
+    gpu = {"bandwidth_Bps": 3.0e12, "peak_flops": 6.0e13}
+    out.append(("a training step's kernels (made-up data)", {"ceilings": gpu, "points": [
+        _at("layer norm", 8 * 2**26, 4 * 2**26, 1.2e-4),           # 75 % of its roof, short
+        _at("softmax", 5 * 2**20, 8 * 2**20, 2.0e-5),              # 14 % of its roof, tiny
+        _at("attention matmul", 2 * 4096**3, 6 * 4096**2, 3.0e-3),  # 76 %, the longest
+        _at("bias + GELU", 10 * 2**28, 8 * 2**28, 2.4e-3)]}))      # memory-bound, 30 %
+    out.append(("an inference step (made-up data)", {"ceilings": gpu, "points": [
+        _at("KV-cache read", 2**32, 2**34, 6.0e-3),                     # 95 %, the longest
+        _at("embedding gather", 2**20, 4 * 2**24, 1.2e-4),              # 19 %
+        _at("prefill matmul", 2 * 512 * 8192**2, 2 * (2 * 512 * 8192 + 8192**2), 2.3e-3)]}))
+    return out
+
+
+def check_optimize_first(optimize_first: Callable, guess=None, number: str = "1.3") -> None:
+    """``optimize_first(points, ceilings) -> (name, "memory" | "compute")`` on reference GPU
+    measurements and awkward data; ``guess`` is the prediction, checked only for its type."""
+    with Exercise(number, "which kernel to optimize first"):
+        prediction(guess, "guess is", ("vector add", "reduction", "matmul"))
+        callable_answer(optimize_first, "optimize_first is",
+                        "def optimize_first(points, ceilings): ...")
+        for what, data in optimize_first_cases():
+            points, ceilings = data["points"], data["ceilings"]
+            call = f"optimize_first(...) on {what} returned"
+            got = tuple_answer(optimize_first([dict(p) for p in points], dict(ceilings)), call, 2,
+                               "a pair (name of the point, 'memory' or 'compute')")
+            name = choice_answer(got[0], f"{call} a name that is", [p["name"] for p in points])
+            bound = choice_answer(got[1], f"{call} a bound that is", ("memory", "compute"))
+            want_name, want_bound = optimize_first_reference(points, ceilings)
+            by_name = {p["name"]: p for p in points}
+            saves = {n: time_to_save(p, ceilings) for n, p in by_name.items()}
+            if name != want_name:
+                p = by_name[name]
+                slowest = max(points, key=lambda q: q["seconds"])["name"]
+                furthest = min(points, key=lambda q: _roof(q, ceilings).time / q["seconds"])["name"]
+                if name == slowest:
+                    why = "it takes the longest, but most of that time is its roof's"
+                elif name == furthest:
+                    why = ("it is furthest below its roof in per cent, but a small share of a "
+                           "long kernel saves more seconds")
+                else:
+                    why = "compare the seconds each would save, not its rate or its bound"
                 raise AssertionError(
-                    f"{what} on the {gpu} ({prec}): {t:.4g} s, expected {ref.time:.4g} s "
-                    f"= max(FLOPs / peak {prec} FLOP/s, bytes / bandwidth in bytes/s): {why}.")
-            assert bound == ref.bound, (
-                f"{what} on the {gpu} ({prec}): {ref.bound}-bound, not {bound}-bound: its intensity "
-                f"{ref.intensity:.3g} FLOP/byte is {'below' if ref.bound == 'memory' else 'above'} "
-                f"the ridge point {ref.ridge_point:.3g} of that GPU at {prec}.")
+                    f"{what}: optimize {want_name!r} first, not {name!r}: at its roof it would "
+                    f"save {saves[want_name] * 1e3:.3g} ms, {name!r} only "
+                    f"{saves[name] * 1e3:.3g} ms of its {p['seconds'] * 1e3:.3g} ms; {why}. "
+                    "The time to save is the measured time minus the roofline time "
+                    "max(FLOPs / peak, bytes / bandwidth).")
+            r = _roof(by_name[name], ceilings)
+            assert bound == want_bound, (
+                f"{what}: {name!r} is {want_bound}-bound, not {bound}-bound: its intensity "
+                f"{r.intensity:.3g} FLOP/byte is {'below' if want_bound == 'memory' else 'above'} "
+                f"the ridge point {r.ridge_point:.3g} of these ceilings.")
 
 
 # --------------------------------------------------------------------------- 1.4 timing
@@ -382,3 +495,105 @@ def check_transfer(transfer_seconds: Callable, worth_moving: Callable, number: s
                 f"{gpu_s:.3g} s, {gpu}, pinned={pinned}, reuses={reuses}) should be {want}: compare "
                 "reuses x CPU time with sending the batch once + reuses x GPU time + bringing the "
                 "result back once, each copy with its latency and the same kind of host memory.")
+
+
+# --------------------------------------------------------------------------- former 1.2 and 1.3
+
+# The formula exercises that 1.2 and 1.3 replaced; tests of the answer-type messages still
+# call these checkers.
+
+
+def _ai_vector_add(e):
+    return vector_add.flops(1) / vector_add.bytes_moved(1, e)
+
+
+def _ai_sum(e):
+    return 1 / e
+
+
+def _ai_matmul(m, n, k, e):
+    return matmul.flops(m, n, k) / matmul.bytes_moved(m, n, k, e)
+
+
+def check_intensity(vector_add_ai: Callable, sum_ai: Callable, matmul_ai: Callable,
+                    number: str = "1.2") -> None:
+    """FLOP per byte of vector add, sum and matmul, at several element sizes and shapes."""
+    with Exercise(number, "arithmetic intensity"):
+        for name, fn, example in (("vector_add_ai", vector_add_ai, "def vector_add_ai(e): ..."),
+                                  ("sum_ai", sum_ai, "def sum_ai(e): ..."),
+                                  ("matmul_ai", matmul_ai, "def matmul_ai(m, n, k, e): ...")):
+            callable_answer(fn, f"{name} is", example)
+        # A few float64 operations in any order are within 1e-15 of these; rel_tol 1e-6 also
+        # takes float32 arithmetic (a few roundings of 6e-8), and no wrong formula comes near.
+        for e in (4, 2, 1):
+            got = number_answer(vector_add_ai(e), f"vector_add_ai({e}) returned", "FLOP per byte")
+            assert math.isclose(got, _ai_vector_add(e), rel_tol=1e-6), (
+                f"vector_add_ai({e}) = {got:.4g}, expected {_ai_vector_add(e):.4g} FLOP/byte: "
+                "one addition per element, and every element of a, b and out crosses memory once.")
+            got = number_answer(sum_ai(e), f"sum_ai({e}) returned", "FLOP per byte")
+            assert math.isclose(got, _ai_sum(e), rel_tol=1e-6), (
+                f"sum_ai({e}) = {got:.4g}, expected {_ai_sum(e):.4g} FLOP/byte: one addition per "
+                "element read (the single output is negligible).")
+        for shape in ((4096, 4096, 4096, 2), (1024, 1024, 1024, 4), (8, 4096, 4096, 2),
+                      (4096, 1, 4096, 4), (512, 2048, 64, 1)):
+            m, n, k, e = shape
+            got = number_answer(matmul_ai(*shape), f"matmul_ai({m}, {n}, {k}, {e}) returned",
+                                "FLOP per byte")
+            want = _ai_matmul(*shape)
+            assert math.isclose(got, want, rel_tol=1e-6), (
+                f"matmul_ai(m={m}, n={n}, k={k}, elem_bytes={e}) = {got:.4g}, expected {want:.4g}: "
+                "2*m*n*k FLOPs (a multiply and an add per term) over the bytes of A (m x k), "
+                "B (k x n) and C (m x n), each moved once.")
+
+
+# (what, flops, bytes, gpu, precision): near and far from the ridge points, on GPUs with
+# different ridges, so that the wrong ceiling or the wrong combination changes an answer.
+BOUND_CASES = (
+    ("vector add of 2^28 fp32", 2**28, 3 * 4 * 2**28, "H100-SXM", "fp32"),
+    ("matmul 4096^3 fp16", 2 * 4096**3, 3 * 2 * 4096**2, "A100-SXM4-80GB", "fp16"),
+    ("matmul 8 x 4096 x 4096 fp16 (a decode step)", 2 * 8 * 4096 * 4096,
+     2 * (8 * 4096 + 4096 * 4096 + 8 * 4096), "H100-SXM", "fp16"),
+    ("matmul 256^3 fp32", 2 * 256**3, 3 * 4 * 256**2, "T4", "fp32"),
+    ("matmul 256^3 fp16", 2 * 256**3, 3 * 2 * 256**2, "T4", "fp16"),
+    ("matmul 1024^3 bf16", 2 * 1024**3, 3 * 2 * 1024**2, "H200", "bf16"),
+    ("matmul 1024^3 bf16", 2 * 1024**3, 3 * 2 * 1024**2, "L4", "bf16"),
+    ("layer norm of 2^24 fp16 (8 FLOP/element)", 8 * 2**24, 2 * 2 * 2**24, "A10", "fp16"),
+    ("matmul 128^3 fp32", 2 * 128**3, 3 * 4 * 128**2, "RTX-4090", "fp32"),
+)
+
+
+def check_bound(roofline_time: Callable, number: str = "1.3") -> None:
+    """``roofline_time(flops, nbytes, gpu, precision) -> (seconds, "memory" | "compute")``."""
+    with Exercise(number, "roofline time and bound"):
+        callable_answer(roofline_time, "roofline_time is",
+                        "def roofline_time(flops, nbytes, gpu, precision): ...")
+        for what, flops, nbytes, gpu, prec in BOUND_CASES:
+            ref = models.roofline(flops, nbytes, gpu, prec)
+            call = f"roofline_time({flops:g}, {nbytes:g}, {gpu!r}, {prec!r}) returned"
+            t, bound = tuple_answer(roofline_time(flops, nbytes, gpu, prec), call, 2,
+                                    "a pair (seconds, 'memory' or 'compute')")
+            t = number_answer(t, f"{call} a time that is", "seconds")
+            choice_answer(bound, f"{call} a bound that is", ("memory", "compute"))
+            if not math.isclose(t, ref.time, rel_tol=1e-3):
+                spec = specs.lookup(gpu)
+                t_c, t_m = flops / spec.peak_flops(prec), nbytes / spec.bandwidth_Bps
+                mistakes = (
+                    (t_c + t_m, "that is compute + memory time: the two overlap, so the time is "
+                                "the larger of the two, not their sum"),
+                    (min(t_c, t_m), "that is the faster of the two: the slower one sets the time"),
+                    (max(flops / spec.peak_flops("fp32"), t_m),
+                     f"that uses the fp32 peak: use the {prec} peak, spec.peak_flops(precision)"),
+                    (max(t_c, nbytes / (spec.bandwidth_Bps / 1e9)),
+                     "that divides bytes by GB/s: the bandwidth is spec.bandwidth_Bps, in bytes/s"),
+                )
+                why = next((w for v, w in mistakes if math.isclose(t, v, rel_tol=1e-3)
+                            and not math.isclose(v, ref.time, rel_tol=1e-3)),
+                           "compute and memory traffic overlap, so the slower of the two sets "
+                           "the time")
+                raise AssertionError(
+                    f"{what} on the {gpu} ({prec}): {t:.4g} s, expected {ref.time:.4g} s "
+                    f"= max(FLOPs / peak {prec} FLOP/s, bytes / bandwidth in bytes/s): {why}.")
+            assert bound == ref.bound, (
+                f"{what} on the {gpu} ({prec}): {ref.bound}-bound, not {bound}-bound: its intensity "
+                f"{ref.intensity:.3g} FLOP/byte is {'below' if ref.bound == 'memory' else 'above'} "
+                f"the ridge point {ref.ridge_point:.3g} of that GPU at {prec}.")
