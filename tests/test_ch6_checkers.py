@@ -1,6 +1,8 @@
 """Chapter 6 lab checkers: each accepts the reference answer and rejects plausible wrong ones,
 also where ``torch._int_mm`` saturates 16-bit sums (``ch6_support.saturating_int_mm``), and
 answers a wrong-typed answer in one sentence."""
+import time
+
 import numpy as np
 import pytest
 import torch
@@ -9,6 +11,7 @@ from ch6_support import exact_int_mm, saturating_int_mm
 from gpucourse import precision, specs
 from gpucourse.check import ch6 as c6
 from gpucourse.check import expect_failure
+from gpucourse.errors import InputError
 from gpucourse.experiments.ch6 import int8
 from gpucourse.experiments.ch6.gpu_choice import training_precision
 
@@ -217,38 +220,95 @@ def test_experiment_choice_matches_the_checker():
 # --------------------------------------------------------------------------- 6.4
 
 
-def test_training_bytes_accepts_reference(capsys):
-    c6.check_training_bytes(c6.reference_training_bytes)
+def test_step_memory_accepts_reference_within_two_seconds(capsys):
+    c6.measure_step_memory(c6._mlp, 4, 8)  # torch's first autocast step is not the check's
+    c6.memory_cases.cache_clear()
+    start = time.perf_counter()
+    c6.check_step_memory(c6.reference_memory_explanation, 0.5, "weights")
+    elapsed = time.perf_counter() - start
     assert "Exercise 6.4 passed" in capsys.readouterr().out
+    assert elapsed <= 2.0, f"the check took {elapsed:.2f} s"
 
 
-def _no_master(p, a, dt, opt):
-    size = 4 if dt == "fp32" else 2
-    return p * size * 2 + p * {"sgd": 0, "momentum": 1, "adam": 2}[opt] * 4 + a * size
+def test_step_memory_counts_each_part_of_an_autocast_step():
+    m = c6.measure_step_memory(c6._mlp, 16, 32, ("fp32", "bf16", "fp16"))
+    model = c6._mlp(32)
+    weights = sum(q.numel() * 4 for q in model.parameters())
+    for p, parts in m.items():
+        assert list(parts) == list(c6.STEP_PARTS)
+        # autocast leaves the parameters, their gradients and AdamW's two moments (and its
+        # step counter, 4 bytes per tensor) in FP32
+        assert parts["weights"] == parts["gradients"] == weights, p
+        assert parts["optimizer state"] == 2 * weights + 4 * len(list(model.parameters())), p
+    assert m["fp32"]["16-bit weight copies"] == 0
+    # only the second layer's weight is saved: the first one's input needs no gradient
+    second = model[2].weight.numel()
+    assert m["bf16"]["16-bit weight copies"] == m["fp16"]["16-bit weight copies"] == 2 * second
+    assert m["bf16"]["saved activations"] < m["fp32"]["saved activations"]
 
 
-def _half_state(p, a, dt, opt):
-    size = 4 if dt == "fp32" else 2
-    master = 0 if dt == "fp32" else 4 * p
-    return p * size * 2 + master + p * {"sgd": 0, "momentum": 1, "adam": 2}[opt] * size + a * size
+def test_step_memory_finds_weight_copies_behind_a_transposed_view():
+    # a first layer whose input needs a gradient: both cast weights are saved, as views
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.LayerNorm(8), torch.nn.Linear(8, 24), torch.nn.GELU(),
+                                torch.nn.Linear(24, 8))
+    g = torch.Generator().manual_seed(1)
+    x, target = torch.randn(5, 8, generator=g), torch.randn(5, 8, generator=g)
+    parts = c6.step_memory(model, x, target, "bf16")
+    assert parts["16-bit weight copies"] == 2 * (8 * 24 + 24 * 8)
 
 
-def _fp32_acts(p, a, dt, opt):
-    return c6.reference_training_bytes(p, a, dt, opt) + (0 if dt == "fp32" else 2 * a)
+def test_step_memory_names_a_precision_it_cannot_run():
+    with pytest.raises(InputError, match="'fp32', 'bf16' or 'fp16'"):
+        c6.step_memory(c6._mlp(4), torch.ones(2, 4), torch.ones(2, 4), "int8")
 
 
-def _halve_everything(p, a, dt, opt):
-    full = c6.reference_training_bytes(p, a, "fp32", opt)
-    return full if dt == "fp32" else full // 2
+def test_memory_cases_lie_on_both_sides_of_the_break_even_point():
+    totals = [c6.reference_memory_explanation(f, l)["total"] for _, f, l in c6.memory_cases()]
+    assert totals[:4] == ["larger", "smaller", "smaller", "same"]
+    what, fp32, low = c6.memory_cases()[0]
+    assert 0 < sum(low.values()) - sum(fp32.values()) <= 0.001 * sum(fp32.values())
 
 
-@pytest.mark.parametrize("wrong, match", [
-    (_no_master, "master"), (_half_state, "optimizer state"), (_fp32_acts, "Activations"),
-    (_halve_everything, "expected"),
+def test_the_explanation_is_read_from_the_data_it_is_given():
+    fp32 = {"weights": 8, "gradients": 8, "activations": 6}
+    low = {"weights": 8, "gradients": 4, "activations": 9, "copies": 2}  # 23 bytes against 22
+    assert c6.reference_memory_explanation(fp32, low) == {
+        "weights": "same", "gradients": "smaller", "activations": "larger", "copies": "larger",
+        "total": "larger"}
+
+
+def test_memory_table_puts_the_prediction_beside_the_measurement():
+    m = c6.measure_step_memory(c6._mlp, 14, 32)
+    table = c6.memory_table(m, 0.5, "weights")
+    assert "You predicted bf16/fp32 = 0.50 and that 'weights' would shrink the most" in table.caption
+    assert "measured: 1.00, and 'saved activations' shrank the most" in table.caption
+    assert [r["part"] for r in table] == [*c6.STEP_PARTS, "total"]
+
+
+@pytest.mark.parametrize("ratio, part, named", [
+    ("half", "weights", "predicted_ratio is the text 'half'"),
+    (-0.5, "weights", "above 0"),
+    (0.5, "master weights", "predicted_part is the text 'master weights'"),
+    (0.5, None, "predicted_part is None"),
 ])
-def test_training_bytes_rejects_wrong_answers(wrong, match):
-    with expect_failure(match):
-        c6.check_training_bytes(wrong)
+def test_a_prediction_of_the_wrong_type_is_one_sentence(ratio, part, named):
+    m = {"fp32": {"weights": 4}, "bf16": {"weights": 4}}
+    with pytest.raises(InputError, match=named):
+        c6.memory_table(m, ratio, part)
+    with pytest.raises(AssertionError) as e:
+        c6.check_step_memory(c6.reference_memory_explanation, ratio if ratio != -0.5 else "x",
+                             part)
+    _one_sentence(e.value, "6.4", "predicted_")
+
+
+def test_a_verdict_that_is_not_one_of_the_three_words_is_one_sentence():
+    def shouting(fp32, low):
+        return {k: v.upper() for k, v in c6.reference_memory_explanation(fp32, low).items()}
+
+    with pytest.raises(AssertionError) as e:
+        c6.check_step_memory(shouting)
+    _one_sentence(e.value, "6.4", "the text 'SAME'")
 
 
 # --------------------------------------------------------------------------- 6.5
@@ -409,7 +469,7 @@ def test_the_checkers_keep_no_copy_of_precisions_int8_product():
 # --------------------------------------------------------------------------- wrong-typed answers
 
 CHECKERS = {"6.1": c6.check_quantize, "6.2": c6.check_loss_scaler,
-            "6.3": c6.check_choose_precision, "6.4": c6.check_training_bytes,
+            "6.3": c6.check_choose_precision, "6.4": c6.check_step_memory,
             "6.5": c6.check_int8_matmul}
 PASSED = {"a string": ("quantize", "the text 'quantize'"), "a list": ([1, 2], "a list [1, 2]"),
           "None": (None, "None")}

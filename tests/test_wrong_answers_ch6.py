@@ -59,13 +59,27 @@ def choose(gpu):
     return "fp32", False
 
 
-def training_bytes(params, activations, dtype, optimizer, master=True, state_bytes=4,
-                   act_bytes=None):
-    size = {"fp32": 4, "bf16": 2, "fp16": 2}[dtype]
-    states = {"sgd": 0, "momentum": 1, "adam": 2}[optimizer]
-    copy = 4 * params if size < 4 and master else 0
-    return (2 * params * size + copy + state_bytes * states * params
-            + (act_bytes or size) * activations)
+def _verdict(a, b, same_within=0.0):
+    if abs(b - a) <= same_within * max(a, b):
+        return "same"
+    return "smaller" if b < a else "larger"
+
+
+def explain(fp32, low, parts=None, verdict=_verdict, total=None):
+    """6.4 with one slip: ``parts`` (which parts to give), ``verdict`` (how to compare a part),
+    ``total`` (how to decide the total from the fp32 and 16-bit breakdowns)."""
+    keys = list(dict.fromkeys([*fp32, *low])) if parts is None else parts(fp32, low)
+    out = {k: verdict(fp32.get(k, 0), low.get(k, 0)) for k in keys}
+    out["total"] = (total or (lambda f, l: verdict(sum(f.values()), sum(l.values()))))(fp32, low)
+    return out
+
+
+def _recipe_copied(fp32, low):
+    """The chapter's recipe as a learner remembers it: 16-bit weights, gradients and
+    activations, FP32 optimizer state, a new FP32 master copy; a saving in total."""
+    keep = ("optimizer state",)
+    new = {k: "larger" for k in low if k not in fp32 or not fp32[k]}
+    return {**{k: "same" if k in keep else "smaller" for k in fp32}, **new, "total": "smaller"}
 
 
 def int8_matmul(a, b, qa_dim=1, qb_dim=0, guard=True, acc=torch.int32, scales=2):
@@ -87,9 +101,9 @@ def int8_matmul(a, b, qa_dim=1, qb_dim=0, guard=True, acc=torch.int32, scales=2)
 
 
 CHECKS = {"6.1": c6.check_quantize, "6.2": c6.check_loss_scaler,
-          "6.3": c6.check_choose_precision, "6.4": c6.check_training_bytes,
+          "6.3": c6.check_choose_precision, "6.4": c6.check_step_memory,
           "6.5": c6.check_int8_matmul}
-REFERENCES = {"6.1": quantize, "6.2": c6.ReferenceScaler, "6.3": choose, "6.4": training_bytes,
+REFERENCES = {"6.1": quantize, "6.2": c6.ReferenceScaler, "6.3": choose, "6.4": explain,
               "6.5": c6.reference_int8_matmul}
 
 WRONG_ANSWERS = {
@@ -140,18 +154,30 @@ WRONG_ANSWERS = {
         ("fp16 without loss scaling", lambda g: (choose(g)[0], False), "loss scaling"),
     ],
     "6.4": [
-        ("no FP32 master copy", lambda p, a, d, o: training_bytes(p, a, d, o, master=False),
-         "master"),
-        ("optimizer states in 2 bytes",
-         lambda p, a, d, o: training_bytes(p, a, d, o, state_bytes=2 if d != "fp32" else 4),
-         "optimizer state"),
-        ("activations in fp32", lambda p, a, d, o: training_bytes(p, a, d, o, act_bytes=4),
-         "Activations"),
-        ("everything halved in 16 bits", lambda p, a, d, o: training_bytes(p, a, "fp32", o) // (
-            1 if d == "fp32" else 2), "expected"),
-        ("Adam's two states counted as one",
-         lambda p, a, d, o: training_bytes(p, a, d, "momentum" if o == "adam" else o),
-         "optimizer state"),
+        ("the chapter's recipe copied: weights and gradients shrink", _recipe_copied,
+         "autocast keeps the parameters"),
+        ("everything shrinks in 16 bits", lambda f, l: {k: "smaller" for k in [*f, *l, "total"]},
+         "autocast keeps the parameters"),
+        ("smaller only when halved", lambda f, l: explain(
+            f, l, verdict=lambda a, b: "smaller" if b <= a / 2 else "larger" if b > a else "same"),
+         "less than half"),
+        ("only the parts of the fp32 breakdown", lambda f, l: explain(f, l, parts=lambda f, l: list(f)),
+         "no entry for 'fp32 master weights'"),
+        ("compared the wrong way round", lambda f, l: explain(l, f), "wrong way round"),
+        ("the total always smaller", lambda f, l: explain(f, l, total=lambda f, l: "smaller"),
+         "outweigh"),
+        ("the total from the activations alone", lambda f, l: explain(
+            f, l, total=lambda f, l: _verdict(f.get("saved activations", f.get("activations")),
+                                              l.get("saved activations", l.get("activations")))),
+         "outweigh"),
+        ("a 1 % tolerance for 'same'", lambda f, l: explain(
+            f, l, verdict=lambda a, b: _verdict(a, b, same_within=0.01)), "exact counts"),
+        ("no total", lambda f, l: {k: v for k, v in explain(f, l).items() if k != "total"},
+         "no entry for 'total'"),
+        ("the lab's small step written down", lambda f, l: {
+            "weights": "same", "gradients": "same", "optimizer state": "same",
+            "saved activations": "smaller", "16-bit weight copies": "larger", "total": "larger"},
+         "compare the two totals"),
     ],
     "6.5": [
         ("NaN from 0/0 hidden by the int8 cast", lambda a, b: int8_matmul(a, b, guard=False),

@@ -2,7 +2,8 @@
 
 Each ``check_*`` runs a learner's function or class on edge cases (outlier channels, an
 all-zero channel, NaN as well as inf, overflow on the step a scale would grow, GPUs
-without BF16 or with slow FP16), prints one success line, and otherwise raises an
+without BF16 or with slow FP16, training steps measured on both sides of the size where
+16 bits start to save memory), prints one success line, and otherwise raises an
 AssertionError that says what is wrong; an answer of the wrong type (a string, a list, a
 function, None) is named in one sentence. References are written here again on purpose:
 checkers never import ``experiments``.
@@ -14,6 +15,7 @@ rule (``precision.DynamicLossScaler``) live in ``precision``, which the chapter 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import numbers
 from types import MappingProxyType
 
@@ -21,8 +23,10 @@ import numpy as np
 
 from .. import models, precision, specs
 from ..device import to_host
-from .lab import (Exercise, answer_error, callable_answer, number_answer, text_answer,
-                  tuple_answer, whole_answer)
+from ..display import Table
+from ..errors import InputError, whole_number
+from .lab import (Exercise, answer_error, callable_answer, choice_answer, number_answer,
+                  text_answer, tuple_answer)
 
 
 def _torch():
@@ -392,52 +396,258 @@ def check_choose_precision(choose, number: str = "6.3",
                    f"{prec} has FP32's exponent range, so it needs no loss scaling."))
 
 
-# --------------------------------------------------------------------------- 6.4 memory
+# --------------------------------------------------------------------------- 6.4 memory of a step
 
-MEMORY_CASES = [(p, a, dt, opt) for p, a in ((7_000_000_000, 30_000_000_000), (125_000_000, 0),
-                                            (1, 1), (350_000_000, 4_096_000_000))
-                for dt in ("fp32", "bf16", "fp16") for opt in ("adam", "sgd", "momentum")]
+#: The parts of a training step's memory that ``step_memory`` counts.
+STEP_PARTS = ("weights", "gradients", "optimizer state", "saved activations",
+              "16-bit weight copies")
+VERDICTS = ("smaller", "same", "larger")
+_UNSET = object()
 
 
-def check_training_bytes(fn, number: str = "6.4",
-                         title: str = "memory of a training step by precision") -> None:
-    """``fn(params, activations, dtype, optimizer) -> bytes`` against ``models.training_memory``."""
+def step_memory(model, x, target, precision_name: str = "fp32") -> dict:
+    """Bytes of one training step (forward, MSE loss, backward, AdamW step) of ``model`` on
+    ``x``, by part (``STEP_PARTS``), counted from the live tensors: the parameters, their
+    gradients, AdamW's state, and the tensors autograd saves for the backward pass, split into
+    16-bit copies of the weights (autocast's casts) and the rest (activations).
+
+    ``precision_name``: "fp32", or "bf16" / "fp16" for ``torch.autocast``. The sum of the parts
+    bounds the step's peak from above: gradients appear while backward frees the activations.
+    """
+    torch = _torch()
+    import torch.nn.functional as F  # with torch, loaded lazily
+
+    if precision_name not in ("fp32", "bf16", "fp16"):
+        raise InputError(f"precision {precision_name!r} is not one a training step runs in: "
+                         "use 'fp32', 'bf16' or 'fp16'.")
+    params = list(model.parameters())
+    opt = torch.optim.AdamW(params, lr=1e-3)
+    own = {q.untyped_storage().data_ptr() for q in params}
+    saved: dict[int, object] = {}
+
+    def pack(t):
+        key = t.untyped_storage().data_ptr()
+        if key not in own and t.untyped_storage().nbytes():
+            saved[key] = t
+        return t
+
+    dtype = torch.float32 if precision_name == "fp32" else precision.torch_dtype(precision_name)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        with torch.autocast(x.device.type, dtype=dtype, enabled=precision_name != "fp32"):
+            out = model(x)
+        loss = F.mse_loss(out.float(), target)
+    copies = activations = 0
+    for t in saved.values():
+        size = t.untyped_storage().nbytes()
+        if _is_weight_copy(t, params):
+            copies += size
+        else:
+            activations += size
+    del saved
+    loss.backward()
+    opt.step()
+    nbytes = lambda ts: sum(t.numel() * t.element_size() for t in ts)  # noqa: E731
+    return {"weights": nbytes(params),
+            "gradients": nbytes(q.grad for q in params if q.grad is not None),
+            "optimizer state": nbytes(t for s in opt.state.values() for t in s.values()
+                                      if torch.is_tensor(t)),
+            "saved activations": activations, "16-bit weight copies": copies}
+
+
+def _is_weight_copy(t, params) -> bool:
+    """Whether the storage under the saved tensor ``t`` holds a parameter cast to ``t``'s
+    16-bit dtype (autocast saves such a copy, often through a transposed view of it)."""
+    torch = _torch()
+    if t.dtype not in (torch.float16, torch.bfloat16):
+        return False
+    n = t.untyped_storage().nbytes() // t.element_size()
+    flat = t.detach().as_strided((n,), (1,), 0)
+    return any(q.numel() == n and torch.equal(flat, q.detach().to(t.dtype).reshape(-1))
+               for q in params)
+
+
+def measure_step_memory(make_model, tokens: int, d: int, precisions=("fp32", "bf16"),
+                        seed: int = 0) -> dict:
+    """``{precision: step_memory(...)}`` for a fresh ``make_model(d)`` per precision on the
+    same seeded inputs of ``tokens`` rows of width ``d``, on the CPU."""
+    torch = _torch()
+    tokens = whole_number(tokens, "tokens", 64)
+    d = whole_number(d, "d", 128)
+    g = torch.Generator().manual_seed(seed)
+    x, target = torch.randn(tokens, d, generator=g), torch.randn(tokens, d, generator=g)
+    return {p: step_memory(make_model(d), x, target, p) for p in precisions}
+
+
+def _most_saved(fp32: dict, low: dict):
+    """(the part whose bytes fell the most, by how many), or (None, 0) when none fell."""
+    falls = {k: fp32.get(k, 0) - low.get(k, 0) for k in dict.fromkeys([*fp32, *low])}
+    part = max(falls, key=falls.get, default=None)
+    return (part, falls[part]) if part is not None and falls[part] > 0 else (None, 0)
+
+
+def memory_table(measured: dict, predicted_ratio=None, predicted_part=None) -> Table:
+    """The measured parts of fp32 and 16-bit steps side by side, with the learner's prediction
+    (``predicted_ratio``: 16-bit bytes / fp32 bytes; ``predicted_part``: the part expected to
+    shrink the most) beside what the counts say."""
+    ratio = number_answer(predicted_ratio, "predicted_ratio is", "your guess of 16-bit bytes / "
+                                                                 "fp32 bytes, e.g. 0.5")
+    if ratio <= 0:
+        raise answer_error("predicted_ratio is", predicted_ratio,
+                           "a ratio of two byte counts is above 0, e.g. 0.5")
+    choice_answer(predicted_part, "predicted_part is", STEP_PARTS)
+    low_name = next(p for p in measured if p != "fp32")
+    fp32, low = measured["fp32"], measured[low_name]
+    rows = [{"part": k, "fp32 bytes": f"{fp32.get(k, 0):,}", f"{low_name} bytes": f"{low.get(k, 0):,}",
+             "change": f"{low.get(k, 0) - fp32.get(k, 0):+,}"} for k in dict.fromkeys([*fp32, *low])]
+    total32, total_low = sum(fp32.values()), sum(low.values())
+    rows.append({"part": "total", "fp32 bytes": f"{total32:,}", f"{low_name} bytes": f"{total_low:,}",
+                 "change": f"{total_low - total32:+,}"})
+    part, fall = _most_saved(fp32, low)
+    measured_part = f"'{part}' shrank the most ({fall:,} bytes)" if part else "no part shrank"
+    return Table(rows, caption=(
+        f"One training step (AdamW) on the CPU, bytes counted from the live tensors. You "
+        f"predicted {low_name}/fp32 = {ratio:.2f} and that '{predicted_part}' would shrink the "
+        f"most; measured: {total_low / total32:.2f}, and {measured_part}."))
+
+
+def reference_memory_explanation(fp32: dict, low: dict) -> dict:
+    """The reference answer of 6.4 (the checker's rule too): each part of either breakdown, and
+    the total, is "smaller", "same" or "larger" in the 16-bit step (a missing part is 0 bytes)."""
+    verdict = lambda a, b: "smaller" if b < a else "larger" if b > a else "same"  # noqa: E731
+    out = {k: verdict(fp32.get(k, 0), low.get(k, 0)) for k in dict.fromkeys([*fp32, *low])}
+    out["total"] = verdict(sum(fp32.values()), sum(low.values()))
+    return out
+
+
+def _mlp(d: int):
+    torch = _torch()
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d))
+
+
+def _norms(d: int):
+    torch = _torch()
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.LayerNorm(d), torch.nn.GELU(), torch.nn.LayerNorm(d))
+
+
+#: (what, model, tokens, d, 16-bit precision) of the steps the checker measures: an MLP on
+#: both sides of the token count where what its 16-bit activations save (576 bytes a token)
+#: overtakes autocast's weight copies (8,192 bytes), its total 128 bytes above fp32's at 14
+#: tokens and 448 below at 15 (0.1 % and 0.3 %), a larger FP16 step, and a model of
+#: LayerNorms, which autocast runs in FP32: nothing changes at all.
+MEMORY_STEPS = (("an MLP step of 14 tokens (d = 32)", _mlp, 14, 32, "bf16"),
+                ("an MLP step of 15 tokens (d = 32)", _mlp, 15, 32, "bf16"),
+                ("an MLP step of 256 tokens (d = 32), fp16", _mlp, 256, 32, "fp16"),
+                ("a step of LayerNorms (256 tokens, d = 32)", _norms, 256, 32, "bf16"))
+
+
+def _recipe(params: int, activations: int, dtype: str, optimizer: str,
+            master_weights=None) -> dict:
+    """A breakdown of ``models.training_memory`` under the names a learner sees there; the
+    FP32 master copy appears only where the recipe keeps one."""
+    m = models.training_memory(params, activations, dtype, optimizer, master_weights)
+    parts = {"weights": m.weights, "gradients": m.gradients}
+    if m.master_copy:
+        parts["fp32 master weights"] = m.master_copy
+    parts.update({"optimizer state": m.optimizer_state, "activations": m.activations})
+    return parts
+
+
+@functools.lru_cache(maxsize=1)
+def memory_cases() -> tuple:
+    """(what, fp32 breakdown, 16-bit breakdown) of each data set of the check: steps measured
+    here, and the chapter's recipe (``models.training_memory``: 16-bit weights with an FP32
+    master copy; pure 16 bits without one; an optimizer without state and no activations)."""
+    cases = []
+    for what, make, tokens, d, low in MEMORY_STEPS:
+        m = measure_step_memory(make, tokens, d, ("fp32", low))
+        cases.append((f"{what}, measured here", m["fp32"], m[low]))
+    recipes = (("the recipe with FP32 master weights (7B parameters, Adam)",
+                (7_000_000_000, 30_000_000_000, "adam", None)),
+               ("the recipe in pure bf16, no master copy (350M parameters, momentum)",
+                (350_000_000, 4_096_000_000, "momentum", False)),
+               ("the recipe for 1 parameter, SGD, no activations", (1, 0, "sgd", False)))
+    for what, (p, a, opt, master) in recipes:
+        cases.append((what, _recipe(p, a, "fp32", opt), _recipe(p, a, "bf16", opt, master)))
+    return tuple(cases)
+
+
+def check_step_memory(explain, predicted_ratio=_UNSET, predicted_part=_UNSET,
+                      number: str = "6.4",
+                      title: str = "what 16 bits change in a training step's memory") -> None:
+    """``explain(fp32, low) -> {part: "smaller" | "same" | "larger", ..., "total": ...}`` on
+    measured steps and on the chapter's recipe; the predictions need only be there and typed."""
     with Exercise(number, title):
-        callable_answer(fn, "training_bytes is",
-                        "def training_bytes(params, activations, dtype, optimizer): ...")
-        for params, acts, dt, opt in MEMORY_CASES:
-            got = whole_answer(fn(params, acts, dt, opt),
-                               f"training_bytes({params:,}, {acts:,}, {dt!r}, {opt!r}) returned",
-                               "bytes")
-            m = models.training_memory(params, acts, dtype=dt, optimizer=opt)
-            if got == m.total:
-                continue
-            parts = {"weights": m.weights, "gradients": m.gradients,
-                     "fp32 master weights": m.master_copy, "optimizer state": m.optimizer_state,
-                     "activations": m.activations}
-            hint = ""
-            if dt != "fp32" and got == m.total - m.master_copy == m.total - m.optimizer_state // 2:
-                # With Adam both slips cost 4 bytes per parameter: name both.
-                hint = (" You left out the FP32 master copy of the weights, or kept the optimizer "
-                        "state in 2-byte values (it stays FP32): each is 4 bytes per parameter here.")
-            elif dt != "fp32" and got == m.total - m.master_copy:
-                hint = " You left out the FP32 master copy of the weights."
-            elif dt != "fp32" and m.optimizer_state and got == m.total - m.optimizer_state // 2:
-                hint = " The optimizer state stays in FP32 (4 bytes per value) in mixed precision."
-            elif dt != "fp32" and got == m.total + m.activations:
-                hint = " Activations are stored in the low precision (2 bytes each)."
-            raise AssertionError(
-                f"params={params:,}, activations={acts:,}, {dt}, {opt}: got {got:,} bytes, "
-                f"expected {m.total:,}.{hint} Breakdown: "
-                + ", ".join(f"{k} {v:,}" for k, v in parts.items()))
+        if predicted_ratio is not _UNSET:
+            number_answer(predicted_ratio, "predicted_ratio is", "your guess, e.g. 0.5")
+        if predicted_part is not _UNSET:
+            choice_answer(predicted_part, "predicted_part is", STEP_PARTS)
+        callable_answer(explain, "explain is", "def explain(fp32, low): ...")
+        for what, fp32, low in memory_cases():
+            got = explain(dict(fp32), dict(low))
+            if not isinstance(got, dict):
+                raise answer_error("explain(fp32, low) returned", got,
+                                   "return a dict from each part (and 'total') to 'smaller', "
+                                   "'same' or 'larger'")
+            want = reference_memory_explanation(fp32, low)
+            missing = [k for k in want if k not in got]
+            if missing:
+                k = missing[0]
+                only = (" (only the 16-bit step has it: count it as 0 bytes in fp32)"
+                        if k != "total" and k not in fp32 else "")
+                raise AssertionError(
+                    f"{what}: your answer has no entry for {k!r}{only}. Give every part of "
+                    "either breakdown, and 'total'.")
+            for k in want:
+                choice_answer(got[k], f"explain(fp32, low)[{k!r}] is", VERDICTS)
+            wrong = [k for k in want if got[k] != want[k]]
+            if wrong:
+                k = wrong[0]
+                a, b = (sum(fp32.values()), sum(low.values())) if k == "total" else \
+                    (fp32.get(k, 0), low.get(k, 0))
+                n = len(wrong)
+                raise AssertionError(
+                    f"{what}: {n} of the {len(want)} entries differ{'s' * (n == 1)} from "
+                    f"the data. {k!r} is {got[k]!r} in your answer, "
+                    f"but {a:,} bytes in fp32 against {b:,} in 16 bits is {want[k]!r}. "
+                    + _memory_hint(k, got, want, a, b))
 
 
-def reference_training_bytes(params: int, activations: int, dtype: str, optimizer: str) -> int:
-    """The reference answer of 6.4 (used by the tests)."""
-    size = {"fp32": 4, "bf16": 2, "fp16": 2}[dtype]
-    states = {"sgd": 0, "momentum": 1, "adam": 2}[optimizer]
-    master = 4 * params if size < 4 else 0
-    return params * size * 2 + master + params * states * 4 + activations * size
+def _memory_hint(k: str, got: dict, want: dict, a: int, b: int) -> str:
+    """Why a learner said ``got[k]`` where the data say ``want[k]``."""
+    flip = {"smaller": "larger", "larger": "smaller", "same": "same"}
+    changed = [p for p in want if want[p] != "same"]
+    if changed and all(got.get(p) == flip[want[p]] for p in changed):
+        return ("You compared the wrong way round: 'smaller' means the 16-bit step keeps fewer "
+                "bytes than the fp32 one.")
+    if got[k] == "same" and abs(b - a) <= 0.05 * max(a, b):
+        return (f"They differ by {abs(b - a):,} bytes ({abs(b - a) / max(a, b):.1%}): these are "
+                "exact counts, not timings, so any difference counts.")
+    if k == "total":
+        if want[k] == "larger":
+            return ("Add up every part of each step: here the 16-bit weight copies (or the FP32 "
+                    "master weights) outweigh what the 16-bit activations save.")
+        return "Add up every part of each breakdown and compare the two totals."
+    if want[k] == "same" and a:
+        if k in ("weights", "gradients"):
+            return ("torch.autocast keeps the parameters, and so their gradients, in FP32 and "
+                    "casts a 16-bit copy of each weight for the matrix products: read the "
+                    "counts, not the recipe.")
+        if k == "optimizer state":
+            return "AdamW's two moments sit beside the FP32 parameters and stay FP32."
+        return "The two counts are equal."
+    if want[k] == "same":
+        return "The part is 0 bytes in both steps."
+    if want[k] == "smaller" and got[k] == "same":
+        if 2 * b > a:
+            return ("It shrank by less than half (under autocast some saved tensors stay FP32, "
+                    "such as the loss's inputs and LayerNorm's), and a fall by any amount is "
+                    "'smaller'.")
+        return "The count fell."
+    if want[k] == "larger" and a == 0:
+        return ("Only the 16-bit step has this part (0 bytes in fp32): it grew from nothing.")
+    return "Compare the two byte counts of this part."
 
 
 # --------------------------------------------------------------------------- INT8 products on this device
