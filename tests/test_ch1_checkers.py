@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from gpucourse import specs
+from gpucourse import models, specs
 from gpucourse.check import ch1 as c1
 from gpucourse.check import expect_failure
 
@@ -227,3 +227,67 @@ def test_transfer_time_rejects(transfer):
 def test_move_decision_rejects(worth):
     with expect_failure("worth_moving"):
         c1.check_transfer(transfer_seconds, worth)
+
+
+# --------------------------------------------------------------------------- 1.1 speed
+
+def test_the_coalescing_check_does_not_import_torch_and_is_fast():
+    """Without CuPy the learner's kernel runs on the emulator: the check must not import
+    PyTorch to look for a GPU (seconds on 2 cores). A fresh process, a fresh source."""
+    import subprocess
+    import sys
+
+    code = ("import sys, time, random\nfrom gpucourse.check import ch1 as c1\n"
+            f"src = {_scale('    return t + (long long)k * T;')!r} + '// %d' % random.random()\n"
+            "t = time.perf_counter(); c1.check_coalesced_scale(src)\n"
+            "print(time.perf_counter() - t, 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**__import__("os").environ, "GPUCOURSE_DEVICE": ""})
+    seconds, torch_loaded = out.stdout.split()[-2:]
+    assert torch_loaded == "False"
+    assert float(seconds) < 2.0, f"check 1.1 took {float(seconds):.2f} s"
+
+
+# --------------------------------------------------------------------------- 1.2 and 1.3
+
+def _limited_by(point, ceilings):
+    r = models.roofline(point["flops"], point["bytes"], peak_flops=ceilings["peak_flops"],
+                        bandwidth=ceilings["bandwidth_Bps"])
+    return r.bound if point["flops"] / point["seconds"] >= 0.5 * r.attainable_flops else "overhead"
+
+
+def _optimize_first(points, ceilings):
+    return c1.optimize_first_reference(points, ceilings)
+
+
+@pytest.mark.parametrize("check, answer", [(c1.check_limited_by, _limited_by),
+                                           (c1.check_optimize_first, _optimize_first)])
+def test_the_decisions_pass_within_two_seconds(check, answer, capsys):
+    guess = "memory" if check is c1.check_limited_by else "matmul"
+    t = time.perf_counter()
+    check(answer, guess=guess)
+    assert time.perf_counter() - t < 2.0
+    assert "passed" in capsys.readouterr().out
+
+
+def test_limited_by_decides_on_the_learners_own_measurement():
+    own = {"ceilings": {"bandwidth_Bps": 5e9, "peak_flops": 8e9},
+           "points": [{"name": "sum", "flops": 2**22, "bytes": 2**24, "seconds": 2**24 / 5e9 / 0.3}]}
+    with expect_failure("your measured roofline"):   # 30 % of its roof: overhead
+        c1.check_limited_by(lambda p, c: "memory" if p["name"] == "sum" else _limited_by(p, c),
+                            own, guess="memory")
+    c1.check_limited_by(_limited_by, own, guess="overhead")
+
+
+def test_a_prediction_must_be_there_and_of_the_right_kind():
+    with expect_failure("guess is None"):
+        c1.check_limited_by(_limited_by)
+    with expect_failure("guess is the text 'fast'"):
+        c1.check_limited_by(_limited_by, guess="fast")
+    with expect_failure("guess is 3"):
+        c1.check_optimize_first(_optimize_first, guess=3)
+
+
+def test_the_reference_gpu_case_is_labelled_with_its_provenance():
+    what = [w for w, _ in c1.optimize_first_cases()]
+    assert any("measured" in w and "with `" in w for w in what)

@@ -233,3 +233,44 @@ def _stages_below_devices(params, activations, device_bytes, devices):  # k < de
 def test_strategy_rejects_wrong_answers(wrong, match):
     with expect_failure(match):
         c3.check_strategy(wrong)
+
+
+# --------------------------------------------------------------------------- 3.1 and 3.3 (measured)
+
+def _bucket(sizes, seconds):
+    bw = [n / t for n, t in zip(sizes, seconds)]
+    return min(n for n, b in zip(sizes, bw) if b >= 0.5 * max(bw))
+
+
+def _choose(steps):
+    best = min(steps.values())
+    return min(m for m, t in steps.items() if t <= 1.05 * best)
+
+
+@pytest.mark.parametrize("check, answer, guess", [(c3.check_bucket_bytes, _bucket, 2**16),
+                                                  (c3.check_choose_microbatches, _choose, 4)])
+def test_the_decisions_pass_within_two_seconds(check, answer, guess, capsys):
+    import time
+
+    t = time.perf_counter()
+    check(answer, guess=guess)
+    assert time.perf_counter() - t < 2.0
+    assert "passed" in capsys.readouterr().out
+
+
+def test_the_learners_own_measurements_are_decided_on():
+    from types import SimpleNamespace as NS
+
+    sweep = NS(sizes=[1024, 4096, 16384], allreduce=[NS(median_s=s) for s in (1e-3, 1e-3, 2e-3)])
+    with expect_failure("your measured sweep"):
+        c3.check_bucket_bytes(lambda s, t: 16384 if s == sweep.sizes else _bucket(s, t), sweep, 1)
+    pipe = NS(runs=[NS(microbatches=m, timing=NS(median_s=t)) for m, t in ((1, 0.1), (2, 0.3))])
+    with expect_failure("your measured pipeline"):
+        c3.check_choose_microbatches(lambda s: 2 if s == {1: 0.1, 2: 0.3} else _choose(s), pipe, 2)
+
+
+def test_a_prediction_must_be_a_number():
+    with expect_failure("guess is the text 'big'"):
+        c3.check_bucket_bytes(_bucket, guess="big")
+    with expect_failure("guess is None"):
+        c3.check_choose_microbatches(_choose)
