@@ -70,13 +70,11 @@ test-notebooks: $(VENV)/.installed-dev
 	$(PY) -m pytest -q -n $(JOBS) --nbval-lax $(NBVAL) notebooks
 	$(PY) -m pytest -q -n $(JOBS) --nbval $(NBVAL) solutions
 
-# The CPU matrix: what `make test` runs, under each ISA cap (AVX2: the oneDNN kernels and PyTorch's
-# own vectorized kernels an AVX2-only laptop gets, reproduced on a newer x86 CPU with
-# ONEDNN_MAX_CPU_ISA and ATEN_CPU_CAPABILITY; default: all this CPU has) and each core
-# count (one: pinned to core 0 with taskset, one pytest-xdist worker; all: JOBS workers). Four
-# times `make test`, the pinned half slower: an estimated 20 minutes on 2 cores. Every cell runs, a
-# failing one is named at the end, and the target then fails. Narrow it with MATRIX_ISAS,
-# MATRIX_CORES, MATRIX_UNIT (pytest paths) and MATRIX_NOTEBOOKS / MATRIX_SOLUTIONS (empty: skip):
+# The CPU matrix: {AVX2 cap, default ISA} x {pinned to one core, all cores}, each cell with every
+# notebook, every solution and the unit tests (the emulator's own tests, which no ISA cap or core
+# count reaches, in one cell): see tools/test_matrix.sh. The two pinned cells run side by side on
+# two cores. About 25 minutes on 2 cores. Narrow it with MATRIX_ISAS, MATRIX_CORES, MATRIX_UNIT
+# (pytest paths) and MATRIX_NOTEBOOKS / MATRIX_SOLUTIONS (empty: skip):
 #   make test-matrix MATRIX_UNIT=tests/test_tolerances.py MATRIX_NOTEBOOKS= MATRIX_SOLUTIONS=
 MATRIX_ISAS      ?= AVX2 default
 MATRIX_CORES     ?= one all
@@ -85,36 +83,9 @@ MATRIX_NOTEBOOKS ?= notebooks
 MATRIX_SOLUTIONS ?= solutions
 
 test-matrix: $(VENV)/.installed-dev
-	@failed=""; summary=""; \
-	for isa in $(MATRIX_ISAS); do for cores in $(MATRIX_CORES); do \
-	  if [ "$$cores" = one ]; then where="pinned to one core (taskset -c 0)"; else where="all cores"; fi; \
-	  cell="ONEDNN_MAX_CPU_ISA=$$isa, $$where"; \
-	  if [ "$$isa" = default ]; then run="env -u ONEDNN_MAX_CPU_ISA -u ATEN_CPU_CAPABILITY"; \
-	  else run="env ONEDNN_MAX_CPU_ISA=$$isa ATEN_CPU_CAPABILITY=$$(echo $$isa | tr A-Z a-z)"; fi; \
-	  jobs=$(JOBS); \
-	  if [ "$$cores" = one ]; then \
-	    if ! command -v taskset >/dev/null 2>&1; then \
-	      echo "test-matrix: skipping $$cell: this system has no taskset (macOS has none)"; continue; fi; \
-	    run="$$run taskset -c 0"; jobs=1; \
-	  fi; \
-	  echo "=== test-matrix: $$cell"; start=$$(date +%s); ok=1; \
-	  if [ -n "$(MATRIX_UNIT)" ]; then $$run $(PY) -m pytest -q -n $$jobs $(MATRIX_UNIT) || ok=0; fi; \
-	  if [ -n "$(MATRIX_NOTEBOOKS)" ]; then \
-	    $$run $(PY) -m pytest -q -n $$jobs --nbval-lax $(NBVAL) $(MATRIX_NOTEBOOKS) || ok=0; fi; \
-	  if [ -n "$(MATRIX_SOLUTIONS)" ]; then \
-	    $$run $(PY) -m pytest -q -n $$jobs --nbval $(NBVAL) $(MATRIX_SOLUTIONS) || ok=0; fi; \
-	  secs=$$(( $$(date +%s) - start )); \
-	  if [ $$ok = 1 ]; then summary="$$summary  passed  $$cell ($$secs s)\n"; \
-	  else summary="$$summary  FAILED  $$cell ($$secs s)\n"; failed="$$failed  $$cell\n"; \
-	    echo "=== test-matrix: FAILED under $$cell"; fi; \
-	done; done; \
-	printf "=== test-matrix summary\n$$summary"; \
-	if [ -n "$$failed" ]; then printf "test-matrix FAILED under:\n$$failed" >&2; exit 1; fi
-
-# The chapters' CPU correctness checks (the tests that run the experiments' own checks, and the
-# tolerance tests) as an AVX2-only laptop with one core runs them: a couple of minutes, for CI.
-# They carry the pytest marker cpu_check (tests/test_markers.py: at least one per chapter 1-6),
-# so a renamed test stays selected.
+	PY="$(PY)" JOBS="$(JOBS)" NBVAL="$(NBVAL)" MATRIX_ISAS="$(MATRIX_ISAS)" MATRIX_CORES="$(MATRIX_CORES)" \
+	  MATRIX_UNIT="$(MATRIX_UNIT)" MATRIX_NOTEBOOKS="$(MATRIX_NOTEBOOKS)" MATRIX_SOLUTIONS="$(MATRIX_SOLUTIONS)" \
+	  bash tools/test_matrix.sh
 
 test-cpu-checks: $(VENV)/.installed-dev
 	@if command -v taskset >/dev/null 2>&1; then pin="taskset -c 0"; else pin=""; \

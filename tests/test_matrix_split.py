@@ -1,0 +1,44 @@
+"""``make test-matrix`` runs the emulator's own tests in one cell only (tests/conftest.py marks
+them ``emulator_only``). That is sound only while what they test cannot reach oneDNN or
+PyTorch's CPU kernels, whose code paths the matrix's ISA cap changes: these tests check it."""
+import pathlib
+import subprocess
+import sys
+
+import conftest
+
+TESTS = pathlib.Path(__file__).resolve().parent
+
+#: The modules the emulator-only files exercise.
+EMULATOR_MODULES = ("gpucourse.emulator", "gpucourse.kernels", "gpucourse.profiler",
+                    "gpucourse.draw", "gpucourse.check", "gpucourse.check.puzzles",
+                    "gpucourse.models")
+
+
+def test_the_modules_emulator_tests_exercise_never_import_torch():
+    code = ("import sys\n" + "".join(f"import {m}\n" for m in EMULATOR_MODULES) +
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", "an emulator module now imports torch: run its tests " \
+        "in every cell of make test-matrix (remove its file from conftest.EMULATOR_ONLY)"
+
+
+def test_the_emulator_only_files_import_only_emulator_modules():
+    marked = [p for p in sorted(TESTS.glob("test_*.py")) if conftest.emulator_only(p)]
+    assert len(marked) >= 20, [p.name for p in marked]  # the split still spares most of the time
+    for path in marked:
+        text = path.read_text(encoding="utf-8")
+        for word in ("gpucourse.experiments", "gpucourse import experiments", "torch"):
+            assert word not in text, f"{path.name} uses {word}: not an emulator-only test"
+
+
+def test_a_file_that_uses_torch_is_not_emulator_only(tmp_path):
+    plain = tmp_path / "test_kernels_plain.py"
+    plain.write_text("def test_a():\n    pass\n")
+    with_torch = tmp_path / "test_kernels_torch.py"
+    with_torch.write_text("import torch\n\n\ndef test_a():\n    pass\n")
+    other = tmp_path / "test_ch4_checkers.py"
+    other.write_text("def test_a():\n    pass\n")
+    assert conftest.emulator_only(plain)
+    assert not conftest.emulator_only(with_torch)
+    assert not conftest.emulator_only(other)
