@@ -1,6 +1,8 @@
 """Chapter 4's lab checkers accept the solutions and reject plausible wrong answers."""
 import math
+import time
 
+import numpy as np
 import pytest
 
 import gpucourse as gc
@@ -258,24 +260,90 @@ def test_private_histogram_without_the_race_detector_falls_back_to_a_rule(monkey
 
 # --------------------------------------------------------------------------- 4.5
 
-def pipeline_time(h2d, compute, d2h, chunks):
-    return (h2d + compute + d2h) / chunks + (chunks - 1) * max(h2d, compute, d2h) / chunks
+def choose_chunks(chunks, seconds):
+    fastest = min(seconds)
+    return min(c for c, t in zip(chunks, seconds) if t <= 1.05 * fastest)
 
 
-def test_pipeline_accepts_the_solution(capsys):
-    c4.check_pipeline_time(pipeline_time)
+def test_chunks_accepts_the_solution_on_every_sweep_and_a_measured_one(capsys):
+    measured = {"chunks": [1, 4, 16], "seconds": [0.03, 0.012, 0.0125], "device": "a test CPU"}
+    c4.check_chunks(16, choose_chunks, measured)
+    assert capsys.readouterr().out.strip() == (
+        "Exercise 4.5 passed: how many chunks, from measured times.")
+
+
+def test_chunks_answer_comes_from_the_data_not_a_constant():
+    """Every sweep's answer is computed from its times, and the sweeps disagree (a formula or a
+    constant cannot pass), with both ends of the range among them."""
+    wants = [c4.fewest_chunks_near_best(ch, s) for _, ch, s in c4.CHUNK_CASES]
+    assert len(set(wants)) >= 4
+    assert 1 in wants and c4.CHUNK_COUNTS[-1] in wants
+    # the chapter's formula (no cost per chunk) always says: the most chunks
+    assert sum(w == ch[-1] for w, (_, ch, _) in zip(wants, c4.CHUNK_CASES)) == 1
+
+
+def test_chunks_decides_on_the_measured_sweep_too():
+    """A rule that happens to fit the fixed sweeps but not the learner's own measurement fails,
+    naming the measurement."""
+    measured = {"chunks": [1, 4, 16], "seconds": [0.01, 0.02, 0.03], "device": "a test CPU"}
+
+    def fits_the_fixed_sweeps_only(chunks, seconds):
+        return 4 if len(chunks) == 3 else choose_chunks(chunks, seconds)
+
+    with expect_failure("measured now on a test CPU"):
+        c4.check_chunks(16, fits_the_fixed_sweeps_only, measured)
+
+
+@pytest.mark.parametrize("guess", [1, 64, 10**6, np.int64(16)])
+def test_chunks_takes_any_whole_guess(guess, capsys):
+    c4.check_chunks(guess, choose_chunks)
     assert "Exercise 4.5 passed" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("wrong", [
-    lambda h, c, d, k: max(h, c, d),                       # forgets filling and draining
-    lambda h, c, d, k: (h + c + d) / k,                    # as if the stages overlapped fully
-    lambda h, c, d, k: h + c + d,                          # no overlap at all
-    lambda h, c, d, k: (h + c + d) / k + (k - 1) * (h + c + d) / 3 / k,  # the mean stage, not the slowest
-])
-def test_pipeline_rejects(wrong):
-    with expect_failure("the model gives"):
-        c4.check_pipeline_time(wrong)
+@pytest.mark.parametrize("guess", [None, "16", 16.0, True, [16]])
+def test_chunks_wants_a_whole_number_as_the_guess(guess):
+    with expect_failure("my_guess_chunks is"):
+        c4.check_chunks(guess, choose_chunks)
+
+
+def test_chunks_unanswered_is_not_done_yet():
+    def unanswered(chunks, seconds):
+        raise NotImplementedError("Exercise 4.5")
+
+    with expect_failure("Exercise 4.5 is not done yet"):
+        c4.check_chunks(16, unanswered)
+
+
+def test_chunks_check_is_fast():
+    start = time.perf_counter()
+    c4.check_chunks(16, choose_chunks, {"chunks": [1, 2], "seconds": [1.0, 0.5]})
+    assert time.perf_counter() - start < 2.0
+
+
+def test_pipeline_sweep_measures_every_chunk_count_on_this_machine():
+    sweep = c4.pipeline_sweep(chunk_counts=(1, 3, 8), n=10_007, min_time_s=0.001)
+    assert sweep["chunks"] == [1, 3, 8] and sweep["kind"] == "measured"
+    assert len(sweep["seconds"]) == 3 and all(t > 0 for t in sweep["seconds"])
+    assert choose_chunks(sweep["chunks"], sweep["seconds"]) in (1, 3, 8)
+
+
+def test_warp_reduce_race_checks_every_block_on_the_small_sizes_only(monkeypatch, capsys):
+    """The check's cost: the hazard detector on the 65 537-element launch took most of its time;
+    every block size is still race-checked on every size up to 4099."""
+    seen = []
+    real = c4.run_learner_kernel
+
+    def record(kern, grid, block, args, **kw):
+        seen.append((int(args[2]), block[0], kw.get("race_check", False), kw.get("isolate", True)))
+        real(kern, grid, block, args, **kw)
+
+    monkeypatch.setattr(c4, "run_learner_kernel", record)
+    c4.check_warp_reduce(WARP_REDUCE)
+    assert "Exercise 4.3 passed" in capsys.readouterr().out
+    raced = {(n, b) for n, b, race, _ in seen if race}
+    assert raced == {(n, b) for n in c4.REDUCE_SIZES if n <= 4099 for b in c4.REDUCE_BLOCKS}
+    large = [(b, iso) for n, b, race, iso in seen if n > 4099 and not race]
+    assert (1024, True) in large and (256, True) in large  # still run, in a child process
 
 
 def test_launch_config_takes_the_launch_style_tuples_too(capsys):
@@ -285,4 +353,4 @@ def test_launch_config_takes_the_launch_style_tuples_too(capsys):
 
 def test_a_function_without_return_is_named_as_such():
     with expect_failure("does your function end with `return"):
-        c4.check_pipeline_time(lambda *args: None)
+        c4.check_chunks(16, lambda *args: None)

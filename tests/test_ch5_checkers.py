@@ -1,11 +1,13 @@
 """Chapter 5 lab checkers: the solutions pass and plausible wrong answers fail with a useful message."""
+import time
+
 import numpy as np
 import pytest
 
 import gpucourse as gc
 from gpucourse.check import ch5 as c5
 from gpucourse.check import expect_failure
-from gpucourse.experiments.ch5 import kernel_fusion, tensor_cores
+from gpucourse.experiments.ch5 import kernel_fusion
 
 TILED = r"""
 extern "C" __global__ void matmul_tiled(const float* A, const float* B, float* C,
@@ -56,8 +58,14 @@ def choose(density, cross):
     return "sparse" if density < cross else "dense"
 
 
-def percent_of_peak(m, n, k, seconds, gpu, precision):
-    return 100 * 2 * m * n * k / seconds / gc.specs.lookup(gpu).peak_flops(precision)
+def smallest_size(sizes, gflops):
+    half = max(gflops) / 2
+    answer = None
+    for n, g in zip(reversed(sizes), reversed(gflops)):
+        if g < half:
+            break
+        answer = n
+    return answer
 
 
 # --------------------------------------------------------------------------- 5.1
@@ -212,45 +220,53 @@ def test_crossover_wrong_answers_fail(fn, pick, match):
 
 # --------------------------------------------------------------------------- 5.4
 
-def test_percent_of_peak_solution_passes(capsys):
-    c5.check_percent_of_peak(percent_of_peak)
-    assert "Exercise 5.4 passed" in capsys.readouterr().out
+def test_efficient_size_accepts_the_solution(capsys):
+    measured = {"sizes": [8, 64, 512], "gflops": [0.5, 9.0, 20.0], "device": "a test CPU"}
+    c5.check_efficient_size(128, smallest_size, measured)
+    assert capsys.readouterr().out.strip() == (
+        "Exercise 5.4 passed: how large a matmul must be, from measured GFLOP/s.")
 
 
-def _fp32_peak(m, n, k, s, gpu, p):
-    return 100 * 2 * m * n * k / s / gc.specs.lookup(gpu).peak_flops("fp32")
+def test_efficient_size_sweeps_need_the_data():
+    """The answers differ from sweep to sweep, one is None, both ends of the range occur, and
+    one sweep has a rate of exactly half the best at its answer."""
+    wants = [c5.smallest_efficient_size_reference(n, g) for _, n, g in c5.SIZE_CASES]
+    assert None in wants and len(set(wants)) >= 5
+    assert c5.MATMUL_SIZES[0] in wants and c5.MATMUL_SIZES[-1] in wants
+    assert any(2 * g[n.index(w)] == max(g) for (_, n, g), w in zip(c5.SIZE_CASES, wants) if w)
 
 
-def _no_raise(m, n, k, s, gpu, p):
-    spec = gc.specs.lookup(gpu)
-    if p not in spec.peak_tflops:
-        return 0.0
-    return percent_of_peak(m, n, k, s, gpu, p)
+def test_efficient_size_decides_on_the_measured_sweep_too():
+    measured = {"sizes": [8, 16, 32], "gflops": [1.0, 30.0, 31.0], "device": "a test CPU"}
+
+    def fits_the_fixed_sweeps_only(sizes, gflops):
+        return 32 if len(sizes) == 3 else smallest_size(sizes, gflops)
+
+    with expect_failure("measured now on a test CPU"):
+        c5.check_efficient_size(64, fits_the_fixed_sweeps_only, measured)
 
 
-@pytest.mark.parametrize("fn,match", [
-    (lambda m, n, k, s, g, p: percent_of_peak(m, n, k, s, g, p) / 2, "2 FLOPs"),
-    (lambda m, n, k, s, g, p: percent_of_peak(m, n, k, s, g, p) / 100, "percentage"),
-    (_fp32_peak, "fp32 one"),
-    (lambda m, n, k, s, g, p: percent_of_peak(m, n, k, s, g, p) / 1.024 ** 4, "1e12"),
-    (lambda m, n, k, s, g, p: 100 * 2 * n ** 3 / s / gc.specs.lookup(g).peak_flops(p), "expected"),
-    (_no_raise, "PrecisionError"),
-    (lambda m, n, k, s, g, p: 100 * 2 * m * n * k / s / (gc.specs.lookup(g).peak_tflops[p] * 1e12),
-     "raised KeyError"),
-    (lambda m, n, k, s, g, p: percent_of_peak(m, n, k, s / 1000, g, p), "already in seconds"),
-    (lambda m, n, k, s, g, p: percent_of_peak(m, n, k, s * 1000, g, p), "milliseconds"),
-    (lambda m, n, k, s, g, p: percent_of_peak(m, n, k, s, g, p) / 1e12, "not in TFLOP/s"),
-    (lambda m, n, k, s, g, p: percent_of_peak(m, n, k, s, g, p) * 1e12, "not TFLOP/s"),
-], ids=["n^3 not 2mnk", "fraction", "fp32 peak for all", "2**40", "square only", "no error for T4 bf16",
-        "peak by hand", "seconds as ms", "seconds to ms", "rate in TFLOP/s", "peak in TFLOP/s"])
-def test_percent_of_peak_wrong_answers_fail(fn, match):
-    with expect_failure(match):
-        c5.check_percent_of_peak(fn)
+@pytest.mark.parametrize("guess", [None, "64", 64.5, False, (64,)])
+def test_efficient_size_wants_a_whole_number_as_the_guess(guess):
+    with expect_failure("my_guess_size is"):
+        c5.check_efficient_size(guess, smallest_size)
+
+
+def test_efficient_size_unanswered_is_not_done_yet():
+    def unanswered(sizes, gflops):
+        raise NotImplementedError("Exercise 5.4")
+
+    with expect_failure("Exercise 5.4 is not done yet"):
+        c5.check_efficient_size(64, unanswered)
+
+
+def test_efficient_size_check_is_fast():
+    start = time.perf_counter()
+    c5.check_efficient_size(64, smallest_size, {"sizes": [8, 16], "gflops": [1.0, 2.0]})
+    assert time.perf_counter() - start < 2.0
 
 
 def test_checker_helpers_agree_with_the_experiments():
     x = gc.check.random_array(101, seed=3)
     np.testing.assert_allclose(c5.chain_reference(x), kernel_fusion.chain_numpy(x))
     assert c5.chain_bytes(1000) == tuple(kernel_fusion.fusion_bytes(1000).values())
-    pct = tensor_cores.percent_of_peak(2 * 4096 ** 3, 2.9e-3, "H100-SXM", "bf16")
-    assert pct == pytest.approx(c5.percent_of_peak_reference(4096, 4096, 4096, 2.9e-3, "H100-SXM", "bf16"))

@@ -30,9 +30,11 @@ def _launch(blocks=range(32, 1025, 32), grid=lambda n, b: math.ceil(n / b), **fi
     return choose
 
 
-def pipeline_time(h2d, compute, d2h, chunks):
-    slowest = max(h2d, compute, d2h)
-    return (h2d + compute + d2h) / chunks + (chunks - 1) * slowest / chunks
+def choose_chunks(chunks, seconds, noise=0.05, strictly=False, scale=None):
+    fastest = min(seconds)
+    near = (lambda t: t < (1 + noise) * fastest) if strictly else \
+        (lambda t: t - fastest <= noise * (scale or fastest))
+    return min(c for c, t in zip(chunks, seconds) if near(t))
 
 
 def _swap(text, old, new):
@@ -43,10 +45,10 @@ def _swap(text, old, new):
 #: exercise -> its checker, called with one answer
 CHECKS = {"4.1": c4.check_launch_config, "4.2": c4.check_no_divergence,
           "4.3": c4.check_warp_reduce, "4.4": c4.check_private_histogram,
-          "4.5": c4.check_pipeline_time}
+          "4.5": lambda answer: c4.check_chunks(*answer)}
 #: exercise -> the reference answer
 REFERENCES = {"4.1": choose_launch, "4.2": NO_DIVERGENCE, "4.3": WARP_REDUCE, "4.4": PRIVATE,
-              "4.5": pipeline_time}
+              "4.5": (16, choose_chunks)}
 
 # exercise -> [(what the learner did, the answer, words the message must have)]
 WRONG_ANSWERS = {
@@ -136,14 +138,22 @@ WRONG_ANSWERS = {
          .replace("if (local[b]) atomicAdd(&bins[b], local[b]);", ";"), "__shared__"),
     ],
     "4.5": [
-        ("all three stages added per chunk", lambda h, c, d, k: h + c + d, "slowest stage"),
-        ("only the slowest stage", lambda h, c, d, k: max(h, c, d), "slowest stage"),
-        ("divided by the chunks only", lambda h, c, d, k: (h + c + d) / k, "slowest stage"),
-        ("the first chunk's stages left whole",
-         lambda h, c, d, k: h + c + d + (k - 1) * max(h, c, d) / k, "slowest stage"),
-        ("the slowest stage k times", lambda h, c, d, k: (h + c + d) / k + k * max(h, c, d) / k,
-         "slowest stage"),
-        ("a string", lambda h, c, d, k: "1.0", "not text"),
+        ("the most chunks measured: the formula says more is always better",
+         (16, lambda c, s: c[-1]), "the chapter's formula has no cost per chunk"),
+        ("the fastest measurement, ignoring the noise", (16, lambda c, s: c[s.index(min(s))]),
+         "take the fewest of them"),
+        ("within 5 % of the one-chunk time", (16, lambda c, s: choose_chunks(c, s, scale=s[0])),
+         "compare each time with the fastest one"),
+        ("within 0.05 seconds, not 5 %", (16, lambda c, s: choose_chunks(c, s, noise=0.05, scale=1.0)),
+         "more than 5 % above the fastest"),
+        ("the first time that rises again ends the search",
+         (16, lambda c, s: next((c[i] for i in range(len(s) - 1) if s[i + 1] > s[i]), c[-1])),
+         "these times say"),
+        ("the position in the list", (16, lambda c, s: c.index(choose_chunks(c, s))),
+         "return the chunk count itself"),
+        ("a rule of thumb", (16, lambda c, s: 16), "a fixed rule of thumb"),
+        ("the time, not the chunk count", (16, lambda c, s: min(s)), "a whole number"),
+        ("the guess as text", ("16", choose_chunks), "my_guess_chunks is the text"),
     ],
 }
 

@@ -1,7 +1,6 @@
 """Lab 5's wrong-answer tables: for each exercise, plausible wrong answers of a learner who
 half-understood the chapter, each rejected with a message that names the real mistake."""
 
-import gpucourse as gc
 from gpucourse.check import ch5 as c5
 from gpucourse.check import ch5_wmma
 from test_ch5_checkers import FUSED, TILED
@@ -50,17 +49,21 @@ def _first_slower(densities, sparse_ms, dense_ms):
     return next((d for d, s in zip(densities, sparse_ms) if s >= dense_ms), None)
 
 
-def percent_of_peak(m, n, k, seconds, gpu, precision, flops_per_term=2, scale=100.0,
-                    peak_precision=None):
-    flops = flops_per_term * m * n * k
-    return scale * flops / seconds / gc.specs.lookup(gpu).peak_flops(peak_precision or precision)
+def smallest_size(sizes, gflops, half_of=max, at_least=True):
+    half = half_of(gflops) / 2
+    answer = None
+    for n, g in zip(reversed(sizes), reversed(gflops)):
+        if (g < half) if at_least else (g <= half):
+            break
+        answer = n
+    return answer
 
 
 CHECKS = {"5.1": c5.check_tiled_matmul, "5.2": lambda answer: c5.check_fused_chain(*answer),
-          "5.3": lambda answer: c5.check_crossover(*answer), "5.4": c5.check_percent_of_peak,
+          "5.3": lambda answer: c5.check_crossover(*answer), "5.4": lambda answer: c5.check_efficient_size(*answer),
           "5.5": ch5_wmma.check_wmma_matmul}
 REFERENCES = {"5.1": TILED, "5.2": (FUSED, traffic), "5.3": (crossover, choose),
-              "5.4": percent_of_peak, "5.5": WMMA}
+              "5.4": (128, smallest_size), "5.5": WMMA}
 
 WRONG_ANSWERS = {
     "5.1": [
@@ -105,16 +108,21 @@ extern "C" __global__ void matmul_tiled(const float* A, const float* B, float* C
         ("the words swapped", (crossover, lambda d, c: "dense" if d < c else "sparse"), "below the crossover"),
     ],
     "5.4": [
-        ("one FLOP per multiply-add", lambda *a: percent_of_peak(*a, flops_per_term=1), "2 FLOPs"),
-        ("a fraction, not a percentage", lambda *a: percent_of_peak(*a, scale=1.0), "percentage"),
-        ("the fp32 peak for every precision", lambda *a: percent_of_peak(*a, peak_precision="fp32"),
-         "not the fp32 one"),
-        ("milliseconds", lambda m, n, k, s, g, p: percent_of_peak(m, n, k, s * 1e3, g, p), "milliseconds"),
-        ("seconds divided by 1000", lambda m, n, k, s, g, p: percent_of_peak(m, n, k, s / 1e3, g, p),
-         "1000x too high"),
-        ("a T4 in bf16 from the peak table by hand",
-         lambda m, n, k, s, g, p: 100 * 2 * m * n * k / s / (gc.specs.lookup(g).peak_tflops[p] * 1e12),
-         "KeyError"),
+        ("the first size that reaches half, ignoring a later dip",
+         (128, lambda s, g: next(n for n, x in zip(s, g) if x >= max(g) / 2)), "falls to"),
+        ("more than half, where exactly half counts", (128, lambda s, g: smallest_size(s, g, at_least=False)),
+         "at least half counts"),
+        ("half of the largest size's rate, not of the best",
+         (128, lambda s, g: smallest_size(s, g, half_of=lambda v: v[-1])), "not of the largest size's"),
+        ("the fastest size", (128, lambda s, g: s[g.index(max(g))]), "That is the fastest size"),
+        ("the largest size when none qualifies", (128, lambda s, g: smallest_size(s, g) or s[-1]),
+         "return None"),
+        ("the position in the list",
+         (128, lambda s, g: None if smallest_size(s, g) is None else s.index(smallest_size(s, g))),
+         "return the size itself"),
+        ("a rule of thumb", (128, lambda s, g: 128), "a fixed rule of thumb"),
+        ("the rate, not the size", (128, lambda s, g: max(g)), "Return one of the measured sizes"),
+        ("the guess as a fraction", (0.5, smallest_size), "my_guess_size is 0.5"),
     ],
     "5.5": [
         ("B loaded column-major", _swap(WMMA, "half, wmma::row_major> b;", "half, wmma::col_major> b;"),

@@ -1,5 +1,5 @@
 """Lab checkers of chapter 4: launch configuration, divergence, warp-shuffle reduction,
-privatized histogram, and stream pipelining.
+privatized histogram, and how many chunks a copy/compute pipeline wants (measured).
 
 Learner kernels run on the CPU emulator in a child process (a crash or an endless loop
 becomes a failure, not a dead notebook) and, where threads share memory, in three thread
@@ -7,11 +7,14 @@ orders to expose races. Each checker prints one line when the answer is right.
 """
 from __future__ import annotations
 
+import queue
+import numbers
 import re
+import threading
 
 import numpy as np
 
-from .. import models, specs
+from .. import bench, device, models, specs
 from ..emulator import racecheck
 from ..emulator.source import strip_comments
 from ..kernels import divergence as divergence_cu
@@ -19,8 +22,8 @@ from ..kernels import histogram as histogram_cu
 from ..kernels import reduce as reduce_cu
 from ..models import WARP_SIZE
 from .compare import random_array, rng
-from .lab import (Exercise, callable_answer, learner_kernel, learner_module, number_answer,
-                  run_learner_kernel, text_answer, whole_answer)
+from .lab import (Exercise, answer_error, callable_answer, learner_kernel, learner_module, run_learner_kernel,
+                  text_answer, whole_answer)
 
 #: The launch a learner's kernel gets: that of the course's version it rewrites (one thread
 #: per element for the block sum, per value for the histogram, whole warp pairs for branches).
@@ -196,17 +199,22 @@ def check_no_divergence(source: str, number: str = "4.2",
 
 REDUCE_SIZES = (1, 31, 32, 33, 100, 1000 + 1, 65_537)
 REDUCE_BLOCKS = (32, 96, 256, 1024)
+#: The sizes whose launches the hazard detector watches (each in three thread orders too).
+RACE_CHECKED_UP_TO = 4099
 
 
-def _check_block_sum(kern, x: np.ndarray, block: int, race_check: bool) -> None:
+def _check_block_sum(kern, x: np.ndarray, block: int, race_check: bool,
+                     isolate: bool | None = None) -> None:
     """One launch of the learner's warp_reduce on ``x``: its sum within kernels.reduce.tolerance
-    (any order). Without the race check it runs in this process, as the checker's last launch of a kernel
-    that already ran in child processes (an index out of bounds still stops it, named)."""
+    (any order). In a child process with the race check, or (``isolate``) without it; otherwise
+    in this process, as a later launch of a kernel that already ran in child processes on data
+    of this size (an index out of bounds still stops it, named)."""
     n = x.size
     out = np.zeros(1, np.float32)
     shape = reduce_cu.launch(REDUCE_LIKE, n, block=block)
     run_learner_kernel(kern, (shape.grid,), (block,), (x, out, np.int32(n)),
-                       race_check=race_check, isolate=race_check, what=f"n={n}, block {block}")
+                       race_check=race_check, isolate=race_check if isolate is None else isolate,
+                       what=f"n={n}, block {block}")
     got = float(out[0])
     assert np.isfinite(got), (
         f"n={n}, block {block}: the sum is {got}: something was read that was never "
@@ -301,10 +309,15 @@ def check_warp_reduce(source: str, number: str = "4.3",
         for n in REDUCE_SIZES:
             signs = random_array(n, np.float32, seed=3 * n, kind="signs")
             for block in REDUCE_BLOCKS:
-                if n > 4099 and block < 256:
+                if n > RACE_CHECKED_UP_TO and block < 256:
                     continue  # large sizes at the big blocks only: the emulator is not a GPU
-                # the hazard detector costs most on large sizes: there, once (at 1024) is enough
-                _check_block_sum(kern, signs, block, race_check=n <= 4099 or block == 1024)
+                # Every block size is race-checked on the sizes up to 4099, where partial
+                # warps, partial blocks and many blocks all occur; the large size adds no
+                # new pattern of accesses, and the detector's shadow memory made its race
+                # check the slowest part of the check by far: it runs in a child process
+                # unchecked.
+                _check_block_sum(kern, signs, block, race_check=n <= RACE_CHECKED_UP_TO,
+                                 isolate=True)
             # The same kernel on values that are not all +-1 (a kernel that rounds them to
             # integers passes the signs): its threads already ran in three orders above.
             _check_block_sum(kern, random_array(n, np.float32, seed=3 * n), 256, race_check=False)
@@ -379,22 +392,145 @@ def check_private_histogram(source: str, number: str = "4.4",
             "a plain += loses counts on a GPU even when it happens to work here.")
 
 
-# --------------------------------------------------------------------------- 4.5 streams
+# --------------------------------------------------------------------------- 4.5 chunks
 
-def check_pipeline_time(formula, number: str = "4.5",
-                        title: str = "the time of a copy/compute pipeline") -> None:
-    """``formula(h2d, compute, d2h, chunks)`` must match the stream-timeline model with one stream per chunk."""
+#: The chunk counts the lab measures, and the noise allowed: two measured times closer than
+#: this (relative to the faster) are the same time on a shared machine.
+CHUNK_COUNTS = (1, 4, 16, 64, 256, 1024)
+NOISE = 0.05
+
+
+def _run_pipeline(src: np.ndarray, staged: np.ndarray, dst: np.ndarray, chunks: int) -> None:
+    """Copy in, compute, copy out, chunk by chunk, with one thread per stage (the host thread
+    copies in): chunk c's compute overlaps chunk c+1's copy in and chunk c-1's copy out."""
+    size = -(-src.size // chunks)
+    computed, done = queue.SimpleQueue(), queue.SimpleQueue()
+
+    def compute():
+        while (c := computed.get()) is not None:
+            v = staged[c]
+            for _ in range(2):  # NumPy releases the interpreter lock while it loops
+                np.multiply(v, np.float32(0.999), out=v)
+                np.add(v, np.float32(0.001), out=v)
+            done.put(c)
+        done.put(None)
+
+    def copy_out():
+        while (c := done.get()) is not None:
+            np.copyto(dst[c], staged[c])
+
+    workers = [threading.Thread(target=compute), threading.Thread(target=copy_out)]
+    for w in workers:
+        w.start()
+    for lo in range(0, src.size, size):
+        c = slice(lo, min(src.size, lo + size))
+        np.copyto(staged[c], src[c])
+        computed.put(c)
+    computed.put(None)
+    for w in workers:
+        w.join()
+
+
+def pipeline_sweep(chunk_counts=CHUNK_COUNTS, n: int = 2**21, min_time_s: float = 0.05) -> dict:
+    """Measured now on this CPU: a copy in, compute, copy out job of ``n`` float32 values in
+    each number of chunks, three threads standing in for a GPU's copy engines and its SMs
+    (the result checked against NumPy first). Returns chunks, median seconds and the device."""
+    src = random_array(n, np.float32, seed=45, kind="uniform")
+    staged, dst = np.empty_like(src), np.empty_like(src)
+    want = src.copy()
+    for _ in range(2):
+        want = (want * np.float32(0.999) + np.float32(0.001)).astype(np.float32)
+    seconds = []
+    for chunks in chunk_counts:
+        dst[:] = np.nan
+        _run_pipeline(src, staged, dst, chunks)
+        bad = np.flatnonzero(np.abs(dst - want) > 4 * np.finfo(np.float32).eps)
+        assert not bad.size, f"the pipeline in {chunks} chunks is wrong at element {bad[0]}."
+        t = bench.benchmark(_run_pipeline, src, staged, dst, chunks, label=f"{chunks} chunks",
+                            bytes=3 * 2 * 4 * n, backend="cpu", min_time_s=min_time_s,
+                            min_samples=3, warmup_s=0.01)
+        seconds.append(t.median_s)
+    return {"chunks": [int(c) for c in chunk_counts], "seconds": seconds, "n": int(n),
+            "device": device.describe().short_name, "kind": "measured"}
+
+
+def fewest_chunks_near_best(chunks, seconds, noise: float = NOISE) -> int:
+    """The fewest chunks whose measured time is within ``noise`` of the fastest."""
+    best = min(seconds)
+    # a hair of slack: t <= 1.05 * best and t / best <= 1.05 round differently at the edge
+    return min(c for c, t in zip(chunks, seconds) if t <= (1 + noise) * best * (1 + 1e-12))
+
+
+#: (what the sweep shows, chunks, seconds): each decides differently from the chapter's
+#: formula, which has no cost per chunk and so always says "more chunks".
+CHUNK_CASES = (
+    ("fixed costs win past 64 chunks", CHUNK_COUNTS, (10.0, 4.0, 2.5, 2.2, 3.0, 8.0)),
+    ("64 chunks fastest by 2 %, 16 within the noise", CHUNK_COUNTS, (9.0, 3.6, 2.04, 2.0, 2.06, 5.5)),
+    ("a noisy, non-monotone sweep", CHUNK_COUNTS, (6.0, 3.3, 4.1, 3.1, 3.2, 3.9)),
+    ("one chunk fastest: the fixed costs outweigh any overlap", CHUNK_COUNTS,
+     (1.0, 1.2, 1.5, 2.4, 6.0, 20.0)),
+    ("still faster at the most chunks measured", CHUNK_COUNTS, (12.0, 6.0, 4.5, 3.9, 3.5, 3.0)),
+    ("other counts, unevenly spaced", (1, 2, 3, 8, 24), (5.0, 2.9, 2.8, 2.75, 3.5)),
+    ("times in seconds, as measured", CHUNK_COUNTS, (0.031, 0.012, 0.0071, 0.0068, 0.009, 0.021)),
+)
+
+
+def _chunks_hint(got, chunks, seconds, want) -> str:
+    """Which known mistake ``got`` is, from what each mistake returns on this data."""
+    best_i = int(np.argmin(seconds))
+    if got == chunks[-1] and want != chunks[-1]:
+        return ("That is the most chunks measured: the chapter's formula has no cost per chunk, "
+                "so it always says more chunks; the measured times rise again. Decide from them.")
+    if got == chunks[best_i]:
+        near = [c for c, t in zip(chunks, seconds) if t <= (1 + NOISE) * seconds[best_i] * (1 + 1e-12)]
+        return (f"That is the fastest measurement, but {', '.join(map(str, near))} chunks are all "
+                "within 5 % of it, which is noise on a shared machine: take the fewest of them, "
+                "since each chunk adds fixed costs.")
+    if got in range(len(chunks)) and chunks[got] == want and got != want:
+        return f"That is the position of {want} in the list: return the chunk count itself."
+    if got not in chunks:
+        return f"Return one of the measured chunk counts {list(chunks)}."
+    t = seconds[chunks.index(got)]
+    if t > (1 + NOISE) * seconds[best_i] * (1 + 1e-12):
+        return (f"{got} chunk{'s' * (got != 1)} took {t:.3g}, more than 5 % above the fastest "
+                f"({seconds[best_i]:.3g} at {chunks[best_i]} chunk{'s' * (chunks[best_i] != 1)}): "
+                "compare each time with the fastest one.")
+    return ("Fewer chunks are also within 5 % of the fastest: take the fewest.")
+
+
+def _guess(value, name: str, example: int) -> int:
+    """A prediction: any whole number (it may be wrong), else one sentence saying what to write."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)):
+        return int(value)
+    raise answer_error(f"{name} is", value, f"set it to your guess, a whole number such as "
+                                             f"{example}, before you run the measurement")
+
+
+def check_chunks(guess, choose_chunks, measured: dict | None = None, number: str = "4.5",
+                 title: str = "how many chunks, from measured times") -> None:
+    """``guess``: the chunk count predicted fastest (only its type is checked: a prediction may
+    be wrong). ``choose_chunks(chunks, seconds)``: the fewest chunks whose time is within 5 % of
+    the fastest, on the checker's sweeps and on ``measured`` (a :func:`pipeline_sweep`)."""
     with Exercise(number, title):
-        callable_answer(formula, "formula is", "def formula(h2d, compute, d2h, chunks): ...")
-        g = rng(45)
-        cases = [(1.0, 1.0, 1.0, 1), (1.0, 1.0, 1.0, 8), (4.0, 1.0, 2.0, 16), (0.5, 3.0, 0.5, 4),
-                 (2.0, 0.1, 2.0, 3)]
-        cases += [tuple(g.uniform(0.1, 5.0, 3)) + (int(g.integers(1, 33)),) for _ in range(5)]
-        for h, c, d, k in cases:
-            want = models.stream_timeline(k, h, c, d, chunks=k).total
-            got = number_answer(formula(h, c, d, k),
-                                f"formula({h:.3g}, {c:.3g}, {d:.3g}, {k}) returned", "seconds")
-            assert abs(got - want) <= 1e-9 * want, (
-                f"h2d={h:.3g}, compute={c:.3g}, d2h={d:.3g} in {k} chunks: got {got:.4g}, the "
-                f"model gives {want:.4g}. The first chunk goes through all three stages; after "
-                "that the slowest stage sets the pace.")
+        _guess(guess, "my_guess_chunks", 16)
+        callable_answer(choose_chunks, "choose_chunks is", "def choose_chunks(chunks, seconds): ...")
+        cases = list(CHUNK_CASES)
+        if measured is not None:
+            cases.append((f"measured now on {measured.get('device', 'this machine')}",
+                          tuple(measured["chunks"]), tuple(measured["seconds"])))
+        answers = [whole_answer(choose_chunks(list(chunks), list(seconds)),
+                                "choose_chunks(chunks, seconds) returned", "a chunk count")
+                   for _, chunks, seconds in cases]
+        wants = [fewest_chunks_near_best(chunks, seconds) for _, chunks, seconds in cases]
+        if len(set(answers)) == 1 and len(set(wants)) > 1:
+            raise AssertionError(
+                f"choose_chunks returned {answers[0]} for every sweep, though their best chunk "
+                f"counts differ ({', '.join(map(str, wants))}): a fixed rule of thumb? Decide "
+                "from the measured times.")
+        for (what, chunks, seconds), got, want in zip(cases, answers, wants):
+            if got != want:
+                times = ", ".join(f"{c}: {t:.3g}" for c, t in zip(chunks, seconds))
+                raise AssertionError(
+                    f"{what} (chunks: seconds {times}): you chose {got}, these times say {want} "
+                    "(the fewest chunks within 5 % of the fastest). "
+                    + _chunks_hint(got, list(chunks), list(seconds), want))

@@ -1,5 +1,6 @@
 """Lab checkers of chapter 5 (accelerated libraries): a shared-memory tiled matmul, a fused
-elementwise kernel, choosing sparse or dense from a measured crossover, and % of peak.
+elementwise kernel, choosing sparse or dense from a measured crossover, and how large a matmul
+must be for the library to run near its best (measured).
 
 Learner kernels run on the CPU emulator: first in a child process with the race check
 (a crash, an endless loop or a race becomes a failure, not a dead notebook), then once more
@@ -8,17 +9,17 @@ check shows up there). Each checker prints one line when the answer is right.
 """
 from __future__ import annotations
 
+import numbers
 from typing import Callable
 
 import numpy as np
 
-from .. import precision, specs
+from .. import precision
 from ..emulator.source import strip_comments
 from ..emulator.launch import ceil_div
-from ..errors import PrecisionError
 from ..kernels import matmul
 from .compare import assert_close, random_array
-from .lab import (Exercise, callable_answer, choice_answer, learner_kernel, number_answer,
+from .lab import (Exercise, answer_error, callable_answer, choice_answer, learner_kernel, number_answer,
                   run_learner_kernel, text_answer, whole_answer)
 
 # A value no correct kernel writes: the padding after an output must still hold it.
@@ -388,62 +389,106 @@ def check_crossover(crossover: Callable, choose: Callable, number: str = "5.3",
                                      f"dense is (\"dense\").")
 
 
-# --------------------------------------------------------------------------- 5.4 % of peak
+# --------------------------------------------------------------------------- 5.4 size for the library
 
-PEAK_CASES = (
-    # (m, n, k, seconds, gpu, precision)
-    (4096, 4096, 4096, 2.9e-3, "H100-SXM", "bf16"),
-    (8192, 8192, 8192, 0.0216, "H200", "fp32"),
-    (1000, 3000, 777, 1.1e-4, "A100-SXM4-80GB", "tf32"),
-    (2048, 512, 8192, 1.6e-3, "T4", "fp16"),
-    (4096, 4096, 4096, 0.031, "L4", "fp32"),
+#: The matmul sizes the lab measures (n×n×n).
+MATMUL_SIZES = (8, 16, 32, 64, 128, 256, 512)
+
+
+def smallest_efficient_size_reference(sizes, gflops):
+    """The smallest size from which every larger measured size reaches at least half of the
+    best measured rate; None when the largest does not."""
+    half = max(gflops) / 2
+    found = None
+    for n, g in reversed(list(zip(sizes, gflops))):
+        if g < half:
+            break
+        found = n
+    return found
+
+
+#: (what the sweep shows, sizes, GFLOP/s): each is decided by the data, not by a rule.
+SIZE_CASES = (
+    ("rising to a plateau", MATMUL_SIZES, (0.5, 2.0, 6.0, 15.0, 30.0, 40.0, 42.0)),
+    ("half reached at 32, lost at 64", MATMUL_SIZES, (1.0, 4.0, 26.0, 18.0, 40.0, 50.0, 48.0)),
+    ("exactly half at 64", MATMUL_SIZES, (1.0, 3.0, 10.0, 20.0, 32.0, 40.0, 36.0)),
+    ("fastest in the middle, where the matrices fit in cache", MATMUL_SIZES,
+     (2.0, 8.0, 30.0, 60.0, 64.0, 40.0, 35.0)),
+    ("every size at least half of the best", MATMUL_SIZES, (20.0, 25.0, 30.0, 32.0, 33.0, 34.0, 35.0)),
+    ("only the largest size", MATMUL_SIZES, (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 20.0)),
+    ("below half again at the largest size", MATMUL_SIZES, (1.0, 2.0, 40.0, 30.0, 25.0, 22.0, 10.0)),
+    ("other sizes", (100, 300, 1000, 3000), (3.0, 9.0, 14.0, 13.0)),
 )
 
 
-def percent_of_peak_reference(m, n, k, seconds, gpu, precision) -> float:
-    return 100.0 * 2.0 * m * n * k / seconds / specs.lookup(gpu).peak_flops(precision)
+def _size_hint(got, sizes, gflops, want) -> str:
+    """Which known mistake ``got`` is, from what each mistake returns on this data."""
+    best = max(gflops)
+    pct = {n: 100 * g / best for n, g in zip(sizes, gflops)}
+    if want is None and got is not None:
+        last = sizes[-1]
+        return (f"The largest size, {last}, reaches only {pct[last]:.0f} % of the best: no size "
+                "keeps the library at half its best from there on, so return None.")
+    if got is None:
+        return f"From {want} on every size reaches at least half of the best: return {want}."
+    if got in range(len(sizes)) and sizes[got] == want and got != want:
+        return f"That is the position of {want} in the list: return the size itself."
+    if got not in sizes:
+        return f"Return one of the measured sizes {list(sizes)}, or None."
+    if got == sizes[int(np.argmax(gflops))] and got != want:
+        return ("That is the fastest size; the question is the smallest size from which the "
+                "rate stays at half the best or more.")
+    if got < (want if want is not None else sizes[-1] + 1):
+        later = [n for n in sizes if n > got and pct[n] < 50]
+        if pct[got] >= 50 and later:
+            return (f"{got} reaches {pct[got]:.0f} % of the best, but {later[0]} falls to "
+                    f"{pct[later[0]]:.0f} % again: every larger size must stay at half or more.")
+        return (f"{got} reaches only {pct[got]:.0f} % of the best ({best:g} GFLOP/s at "
+                f"{sizes[int(np.argmax(gflops))]}): compare with half of the best measured rate, "
+                "not of the largest size's.")
+    prev = max(n for n in sizes if n < got)
+    if pct[prev] == 50:
+        return (f"{prev} reaches exactly 50 % of the best: at least half counts, so {prev} is "
+                "the answer.")
+    return f"{prev} and every larger size already reach half of the best."
 
 
-def check_percent_of_peak(percent_of_peak: Callable, number: str = "5.4",
-                          title: str = "% of the datasheet peak") -> None:
-    """``percent_of_peak(m, n, k, seconds, gpu, precision)`` for an m×k by k×n matmul."""
+def _guess(value, name: str, example: int) -> int:
+    """A prediction: any whole number (it may be wrong), else one sentence saying what to write."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)):
+        return int(value)
+    raise answer_error(f"{name} is", value, f"set it to your guess, a whole number such as "
+                                             f"{example}, before you run the measurement")
+
+
+def check_efficient_size(guess, smallest_size, measured: dict | None = None, number: str = "5.4",
+                         title: str = "how large a matmul must be, from measured GFLOP/s") -> None:
+    """``guess``: the size predicted (only its type is checked: a prediction may be wrong).
+    ``smallest_size(sizes, gflops)``: the smallest size from which every larger one reaches
+    half of the best rate, or None; on the checker's sweeps and on ``measured`` ({"sizes",
+    "gflops"}, measured in the lab)."""
     with Exercise(number, title):
-        callable_answer(percent_of_peak, "percent_of_peak is",
-                        "def percent_of_peak(m, n, k, seconds, gpu, precision): ...")
-        for m, n, k, s, gpu, p in PEAK_CASES:
-            got = number_answer(percent_of_peak(m, n, k, s, gpu, p),
-                                f"percent_of_peak({m}, {n}, {k}, {s:g}, {gpu!r}, {p!r}) returned",
-                                "a percentage")
-            want = percent_of_peak_reference(m, n, k, s, gpu, p)
-            if abs(got - want) <= 1e-6 * want:
-                continue
-            ratio = got / want
-            spec = specs.lookup(gpu)
-            hints = {0.5: "a multiply-add is 2 FLOPs: an m×k by k×n matmul does 2·m·n·k.",
-                     0.01: "return a percentage (0-100), not a fraction.",
-                     1 / (1.024 ** 4): "1 TFLOP/s is 1e12 FLOP/s, not 2**40.",
-                     1e3: "`seconds` is already in seconds: dividing it by 1000 makes the rate "
-                          "1000x too high.",
-                     1e-3: "`seconds` is in seconds: turning it into milliseconds makes the rate "
-                           "1000x too low.",
-                     1e-12: "compare like with like: the achieved rate in FLOP/s against "
-                            "peak_flops (FLOP/s), not in TFLOP/s.",
-                     1e12: "compare like with like: peak_flops is in FLOP/s, not TFLOP/s."}
-            hint = next((h for r, h in hints.items() if abs(ratio - r) < 1e-3 * r), "")
-            if not hint and p != "fp32" and "fp32" in spec.peak_tflops and abs(
-                    got - want * spec.peak_tflops[p] / spec.peak_tflops["fp32"]) < 1e-6 * got:
-                hint = f"use the {p} peak, not the fp32 one: gc.specs.lookup(gpu).peak_flops(precision)."
-            raise AssertionError(f"{m}×{k} by {k}×{n} in {s * 1e3:g} ms on {spec.name} in {p}: "
-                                 f"expected {want:.4g} %, got {got:.4g}.{' ' + hint if hint else ''}")
-        try:
-            got = percent_of_peak(4096, 4096, 4096, 1e-2, "T4", "bf16")
-        except PrecisionError:
-            pass
-        except KeyError as exc:  # spec.peak_tflops[p] by hand
-            raise AssertionError(
-                f"the T4 has no bf16 peak, and your function raised KeyError {exc} for it: use "
-                "gc.specs.lookup(gpu).peak_flops(precision), whose PrecisionError says why.") from None
-        else:
-            raise AssertionError(f"the T4 has no bf16 peak (its tensor cores do fp16 and int8), yet "
-                                 f"you returned {got!r}: let gc.specs raise its PrecisionError.")
+        _guess(guess, "my_guess_size", 64)
+        callable_answer(smallest_size, "smallest_size is", "def smallest_size(sizes, gflops): ...")
+        cases = list(SIZE_CASES)
+        if measured is not None:
+            cases.append((f"measured now on {measured.get('device', 'this machine')}",
+                          tuple(measured["sizes"]), tuple(measured["gflops"])))
 
+        def answer(sizes, gflops):
+            got = smallest_size(list(sizes), list(gflops))
+            return None if got is None else whole_answer(
+                got, "smallest_size(sizes, gflops) returned", "a size, or None when there is none")
+
+        answers = [answer(sizes, gflops) for _, sizes, gflops in cases]
+        wants = [smallest_efficient_size_reference(sizes, gflops) for _, sizes, gflops in cases]
+        if len(set(answers)) == 1 and len(set(wants)) > 1:
+            raise AssertionError(
+                f"smallest_size returned {answers[0]} for every sweep, though their answers "
+                "differ: a fixed rule of thumb? Decide from the measured rates.")
+        for (what, sizes, gflops), got, want in zip(cases, answers, wants):
+            if got != want:
+                rates = ", ".join(f"{n}: {g:.3g}" for n, g in zip(sizes, gflops))
+                raise AssertionError(
+                    f"{what} (size: GFLOP/s {rates}): you returned {got}, these rates say "
+                    f"{want}. " + _size_hint(got, list(sizes), list(gflops), want))
