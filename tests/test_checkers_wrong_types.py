@@ -24,6 +24,13 @@ NOT_A_NUMBER = {"None": None, "text": "0.25", "list": [1.0, 2.0], "tuple": (1.0,
 # What is passed where the checker wants a function to call.
 NOT_A_FUNCTION = {"None": None, "text": "f", "number": 3.0, "list": [_f], "dict": {"f": _f},
                   "array": np.array([1.0]), "bool": True}
+# What is given where the checker wants one of a few words ("memory", "compute", ...).
+NOT_A_CHOICE = {"None": None, "number": 1.0, "list": ["memory"], "tuple": ("memory",),
+                "dict": {"memory": 1}, "function": _f, "array": np.array(["memory", "compute"]),
+                "bool": True, "other word": "bandwidth", "capitalised": "Memory"}
+# What is passed where the checker wants a measurement an experiment returned.
+NOT_A_MEASUREMENT = {"text": "measured", "number": 3.0, "list": [1.0, 2.0], "function": _f,
+                     "array": np.zeros(3), "bool": True}
 # What is passed where the checker wants CUDA C source text.
 NOT_SOURCE = {"None": None, "number": 42, "list": ["__global__ void k() {}"], "function": _f,
               "bytes": b"__global__ void k() {}", "bool": False}
@@ -54,19 +61,22 @@ CASES = (
     + _cases("0.2", lambda v: timing.check_timer(v), NOT_A_FUNCTION)
     # chapter 1
     + _cases("1.1", lambda v: c1.check_coalesced_scale(v), NOT_SOURCE)
-    + _cases("1.2", lambda v: c1.check_intensity(_returns(v), c1._ai_sum, c1._ai_matmul),
-             NOT_A_NUMBER)
-    + _cases("1.2", lambda v: c1.check_intensity(c1._ai_vector_add, c1._ai_sum, _returns(v)),
-             NOT_A_NUMBER)
-    + _cases("1.2", lambda v: c1.check_intensity(c1._ai_vector_add, v, c1._ai_matmul),
-             NOT_A_FUNCTION)
-    + _cases("1.3", lambda v: c1.check_bound(_returns(v)),
-             {**NOT_A_NUMBER, "time as text": ("1.0", "memory"), "time None": (None, "memory"),
-              "time nan": (float("nan"), "memory"), "time bool": (True, "compute"),
-              "time array": (np.array([1.0, 2.0]), "memory"), "bound None": (1.0, None),
-              "bound list": (1.0, ["memory"]), "bound array": (1.0, np.array(["memory", "x"])),
-              "three": (1.0, "memory", 2)})
-    + _cases("1.3", lambda v: c1.check_bound(v), NOT_A_FUNCTION)
+    + _cases("1.2", lambda v: c1.check_limited_by(_returns(v), guess="memory"), NOT_A_CHOICE)
+    + _cases("1.2", lambda v: c1.check_limited_by(v, guess="memory"), NOT_A_FUNCTION)
+    + _cases("1.2", lambda v: c1.check_limited_by(c1.limited_by_reference, guess=v),
+             NOT_A_CHOICE)
+    + _cases("1.2", lambda v: c1.check_limited_by(c1.limited_by_reference, v, guess="memory"),
+             {**NOT_A_MEASUREMENT, "dict without the points": {"ceilings": {}}})
+    + _cases("1.3", lambda v: c1.check_optimize_first(_returns(v), guess="matmul"),
+             {"None": None, "text": "matmul", "one": ("matmul",), "dict": {"matmul": "compute"},
+              "three": ("matmul", "compute", 1), "array": np.array(["matmul", "compute"]),
+              "name None": (None, "compute"), "name a number": (0, "memory"),
+              "name not measured": ("softmax", "memory"), "name list": (["matmul"], "compute")})
+    + _cases("1.3", lambda v: c1.check_optimize_first(
+        lambda points, ceilings: (points[0]["name"], v), guess="matmul"), NOT_A_CHOICE)
+    + _cases("1.3", lambda v: c1.check_optimize_first(v, guess="matmul"), NOT_A_FUNCTION)
+    + _cases("1.3", lambda v: c1.check_optimize_first(c1.optimize_first_reference, guess=v),
+             NOT_A_CHOICE)
     + _cases("1.4", lambda v: c1.check_bandwidth_timer(_returns(v)), NOT_A_NUMBER)
     + _cases("1.4", lambda v: c1.check_bandwidth_timer(v), NOT_A_FUNCTION)
     + _cases("1.5", lambda v: c1.check_transfer(_returns(v), c1._ref_worth_moving), NOT_A_NUMBER)
@@ -89,19 +99,27 @@ CASES = (
         {**NOT_A_NUMBER, "half a byte": 12.5})
     + _cases("2.5", lambda v: c2.check_mixed_bytes(v), NOT_A_FUNCTION)
     # chapter 3
-    + _cases("3.1", lambda v: c3.check_allreduce_time(_returns(v)), NOT_A_NUMBER)
-    + _cases("3.1", lambda v: c3.check_allreduce_time(v), NOT_A_FUNCTION)
-    + _cases("3.1", lambda v: c3.check_allreduce_time(
-        lambda n, p, bw, lat: c3.models.ring_allreduce_time(n, p, bw, lat).time, answer=v),
-        {k: v for k, v in NOT_A_NUMBER.items() if k != "None"})  # None: no answer given
+    + _cases("3.1", lambda v: c3.check_bucket_bytes(_returns(v), guess=2**20),
+             {**NOT_A_NUMBER, "half a byte": 4096.5})
+    + _cases("3.1", lambda v: c3.check_bucket_bytes(v, guess=2**20), NOT_A_FUNCTION)
+    + _cases("3.1", lambda v: c3.check_bucket_bytes(c3.bucket_bytes_reference, guess=v),
+             NOT_A_NUMBER)
+    + _cases("3.1", lambda v: c3.check_bucket_bytes(c3.bucket_bytes_reference, v, guess=2**20),
+             {**NOT_A_MEASUREMENT, "dict": {"sizes": [1024], "allreduce": [1e-5]}})
     + _cases("3.2", lambda v: c3.check_average_gradients(v),
              {"None": None, "text": "result", "list": [1.0], "function": _f,
               "array": np.zeros(3), "dict without the gradients": {"world_size": 2},
               "world size as text": _gradients_result(world_size="two"),
               "world size None": _gradients_result(world_size=None),
               "a gradient as text": _gradients_result(manual=[["x", np.ones(2)]] * 2)})
-    + _cases("3.3", lambda v: c3.check_microbatches(_returns(v)), {**NOT_A_NUMBER, "float": 4.0})
-    + _cases("3.3", lambda v: c3.check_microbatches(v), NOT_A_FUNCTION)
+    + _cases("3.3", lambda v: c3.check_choose_microbatches(_returns(v), guess=4),
+             {**NOT_A_NUMBER, "float": 4.0})
+    + _cases("3.3", lambda v: c3.check_choose_microbatches(v, guess=4), NOT_A_FUNCTION)
+    + _cases("3.3", lambda v: c3.check_choose_microbatches(c3.choose_microbatches_reference,
+                                                           guess=v), NOT_A_NUMBER)
+    + _cases("3.3", lambda v: c3.check_choose_microbatches(c3.choose_microbatches_reference, v,
+                                                           guess=4),
+             {**NOT_A_MEASUREMENT, "dict": {"runs": []}})
     + _cases("3.4", lambda v: c3.check_strategy(_returns(v)),
              {"None": None, "text": "data", "list": ["data", 1], "one": ("data",),
               "dict": {"data": 1}, "stages as text": ("data", "1"), "stages None": ("data", None),
@@ -162,16 +180,18 @@ def test_the_sentences_say_what_came_back_and_what_to_return():
             check()
         return str(info.value).split("\n", 1)[1]
 
-    assert message(lambda: c1.check_intensity(_returns([1, 2]), c1._ai_sum, c1._ai_matmul)) == (
-        "vector_add_ai(4) returned a list [1, 2]: return one number (FLOP per byte).")
+    assert message(lambda: c1.check_limited_by(_returns([1, 2]), guess="memory")).endswith(
+        "point, ceilings) returned a list [1, 2]: return 'memory' or 'compute' or 'overhead'.")
     assert message(lambda: c4.check_pipeline_time(_returns("3.5"))) == (
         "formula(1, 1, 1, 1) returned the text '3.5': return the number (seconds) itself, not "
         "text.")
     assert message(lambda: c3.check_average_gradients({"world_size": 2})).startswith(
         "result is a dict {'world_size': 2}: pass what experiments.ch3.try_average_gradients(")
-    assert message(lambda: c1.check_intensity(0.083, c1._ai_sum, c1._ai_matmul)) == (
-        "vector_add_ai is 0.083: pass the function itself, `def vector_add_ai(e): ...`, without "
-        "calling it.")
+    assert message(lambda: c1.check_limited_by(0.083, guess="memory")) == (
+        "limited_by is 0.083: pass the function itself, `def limited_by(point, ceilings): ...`, "
+        "without calling it.")
+    assert message(lambda: c3.check_choose_microbatches(_returns(4.0), guess=4)).endswith(
+        "returned 4.0: return an int, a whole number (micro-batches).")
     assert "returned an array of shape (2,)" in message(
         lambda: c5.check_percent_of_peak(_returns(np.array([1.0, 2.0]))))
     assert "returned nan: return a finite number" in message(
@@ -192,14 +212,18 @@ def test_classes_lambdas_and_long_containers_are_named_as_a_learner_knows_them()
 
 
 def test_a_number_of_the_right_kind_in_another_form_is_accepted():
-    """A NumPy scalar or a 0-d array is one number; 2.0 stages is two stages."""
+    """A NumPy scalar or a 0-d array is one number; 2.0 stages is two stages; a NumPy string
+    is a word."""
     from gpucourse import check
 
     assert check.number_answer(np.float32(0.5), "x is") == 0.5
     assert check.number_answer(np.array(0.25), "x is") == 0.25
     assert check.whole_answer(2.0, "x is") == 2 and check.whole_answer(np.int64(3), "x is") == 3
-    c1.check_intensity(lambda e: np.float64(c1._ai_vector_add(e)), c1._ai_sum,
-                       lambda m, n, k, e: np.array(c1._ai_matmul(m, n, k, e)))
+    c3.check_bucket_bytes(lambda s, t: np.float64(c3.bucket_bytes_reference(s, t)),
+                          guess=np.array(2.0**20))
+    c3.check_choose_microbatches(lambda s: np.int64(c3.choose_microbatches_reference(s)),
+                                 guess=np.float32(4))
+    c1.check_limited_by(lambda p, c: np.str_(c1.limited_by_reference(p, c)), guess="memory")
 
 
 def test_a_course_error_inside_a_check_is_its_block_a_missing_gpu_is_not():
