@@ -117,7 +117,8 @@ def run(chapters=None, out="results", quick: bool = True, stream=sys.stderr) -> 
     return report
 
 
-#: The page's width in CSS pixels: a figure saved at least this wide spans it.
+#: The page's width in CSS pixels: a figure saved at least this wide spans it (and is scaled
+#: down to it, which plot.page_scale takes into account when it sizes the text).
 PAGE_PX = 1200
 
 

@@ -23,6 +23,7 @@ from .. import device as _device
 from .. import specs
 from ..bench import Timing
 from ..errors import SpecError
+from ..runner import PAGE_PX
 
 MEASURED = "#1f77b4"
 OPTIMIZED = "#2ca02c"
@@ -45,6 +46,43 @@ STYLE = {
     "legend.fontsize": 8,
     "legend.frameon": False,
 }
+
+#: The smallest text a course figure shows, in points at the size the report page displays
+#: the figure (``python -m gpucourse run``): a figure wider than the page is scaled down to it,
+#: so its text must be larger in proportion (see :func:`page_scale`).
+MIN_TEXT_PT = 9.0
+
+
+def page_scale(fig: Figure) -> float:
+    """How much the report page shrinks ``fig``: 1 when its PNG fits the page's width
+    (``runner.PAGE_PX``), else the page's width over the PNG's."""
+    return min(1.0, PAGE_PX / (fig.get_figwidth() * fig.dpi))
+
+
+def _shown_texts(fig: Figure) -> list[Text]:
+    return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+
+
+def effective_text_pt(fig: Figure) -> list[tuple[float, str]]:
+    """(size in points at the width the report page shows ``fig``, text) of each text it draws."""
+    scale = page_scale(fig)
+    return [(t.get_fontsize() * scale, t.get_text()) for t in _shown_texts(fig)]
+
+
+def enlarge_small_text(fig: Figure, min_pt: float = MIN_TEXT_PT) -> None:
+    """Raise every text of ``fig`` smaller than ``min_pt`` at page width to that size: notes,
+    legends and tick labels written at 7-8 pt, or a wide figure that the page shrinks."""
+    floor = min_pt / page_scale(fig)
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            for which in ("major", "minor"):
+                labels = [t for t in axis.get_ticklabels(which=which) if t.get_text()]
+                if labels and min(t.get_fontsize() for t in labels) < floor:
+                    # through the axis, so that ticks made when the layout runs get it too
+                    axis.set_tick_params(which=which, labelsize=floor)
+    for text in _shown_texts(fig):
+        if text.get_fontsize() < floor:
+            text.set_fontsize(floor)
 
 
 def _figure_png(fig: Figure) -> bytes:
@@ -109,22 +147,38 @@ def _escape_dollars(text) -> str:
 
 
 class CourseFigure(Figure):
-    """A Figure that draws its text literally (see :func:`literal_text`), however the text
-    was added: just before every draw, so that text added after ``new_figure`` is covered."""
+    """A Figure that draws its text literally (see :func:`literal_text`) and, when
+    ``min_text_pt`` is set, no smaller than that at page width (:func:`enlarge_small_text`),
+    however the text was added: just before every draw, so that text added after
+    ``new_figure`` is covered and the layout makes room for the larger text."""
+
+    #: ``new_figure`` sets it to ``MIN_TEXT_PT``; None keeps the sizes as written (an access
+    #: picture's cell labels must fit their cells).
+    min_text_pt: float | None = None
 
     def draw(self, renderer):
         literal_text(self)
+        if self.min_text_pt:
+            enlarge_small_text(self, self.min_text_pt)
         return super().draw(renderer)
 
     def __repr__(self):  # what a notebook prints beside the image, as for any Figure
         return super().__repr__().replace(type(self).__name__, "Figure", 1)
 
 
+#: The report page's width in inches of a figure (at ``figure.dpi``): ``new_figure`` makes
+#: none wider, since the page would shrink it, text and all.
+PAGE_WIDTH_IN = PAGE_PX / STYLE["figure.dpi"]
+
+
 def new_figure(nrows: int = 1, ncols: int = 1, figsize=(7.5, 4.0), **kwargs):
-    """A Figure and its axes in the course's style (not registered with pyplot)."""
+    """A Figure and its axes in the course's style (not registered with pyplot), at most
+    ``PAGE_WIDTH_IN`` wide, whose text is drawn no smaller than ``MIN_TEXT_PT``."""
+    figsize = (min(figsize[0], PAGE_WIDTH_IN), figsize[1])
     with matplotlib.rc_context(STYLE):
         fig = CourseFigure(figsize=figsize, layout="constrained")
         axes = fig.subplots(nrows, ncols, **kwargs)
+    fig.min_text_pt = MIN_TEXT_PT
     return fig, axes
 
 

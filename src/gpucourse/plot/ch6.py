@@ -322,7 +322,7 @@ def int8_figure(result: dict) -> Figure:
     a2.set_yticks(ys, labels, fontsize=7.5)
     a2.invert_yaxis()
     a2.set_xlabel("stored weights (MB)")
-    a2.legend(fontsize=7)
+    legend_below(a2)  # inside, it sat on the fp32 line
     title(a2, "Model size", result["device"])
     acc = [100 * r["accuracy"] for r in rows]
     a3.barh(ys, acc, color=colours)

@@ -43,7 +43,7 @@ def ladder_figure(result: dict) -> Figure:
     measured here; the reference GPU's ladder beside it when a reference file has one."""
     rows = result["rows"]
     refs = _reference_ladder()
-    fig, (a1, a2) = new_figure(1, 2, figsize=(14, 0.5 * len(rows) + 2.6), sharey=True,
+    fig, (a1, a2) = new_figure(1, 2, figsize=(12, 0.55 * len(rows) + 2.8), sharey=True,
                                gridspec_kw={"width_ratios": [1.25, 1]})
     ys = np.arange(len(rows))
     labels = [r["label"] for r in rows]
@@ -57,7 +57,7 @@ def ladder_figure(result: dict) -> Figure:
                 if r.get("model") and key == "time":
                     m = r["model"]
                     why += (f"\nmodel: {m['kernels']} launches x {m['launch_cost_us']:g} us = "
-                            f"{m['saved_ms']:.2g} ms/step a replay would save on a GPU")
+                            f"{m['saved_ms']:.2g} ms/step\na replay would save on a GPU")
                 ax.annotate(why, (0.02, y), xycoords=("axes fraction", "data"), va="center",
                             fontsize=7, color="#555")
                 values.append(np.nan)
@@ -95,11 +95,11 @@ def ladder_figure(result: dict) -> Figure:
         else:
             ax.set_xlim(0, top * 1.45)
         ax.axvline(100, color=CEILING, ls="--", lw=1, label="naive = 100%")
-        ax.set_xlabel(f"{what}, % of the naive step's (measured; lower is better)")
+        ax.set_xlabel(f"{what}, % of the naive step's\n(measured; lower is better)")
         ax.legend(loc="lower right", fontsize=7)
         title(ax, f"Cumulative ladder: {what}", result["device"])
     a1.set_yticks(ys, labels)
-    a1.invert_yaxis()
+    a1.set_ylim(len(rows) - 0.4, -0.6)  # top to bottom, with room for a last row without a bar
     if not refs:
         fig.suptitle("No GPU reference data for chapter 7 yet: `make gpu-check` on a GPU records "
                      "its ladder, which is then drawn here beside this device's.", fontsize=8,
