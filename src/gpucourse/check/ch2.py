@@ -313,6 +313,41 @@ def _loop_problem(seed: int = 0, batches: int = 5, batch: int = 16, features: in
     return torch.from_numpy(x), torch.from_numpy(y), model, batch
 
 
+class MomentumSGD:
+    """SGD with momentum, torch.optim.SGD's update (``v = momentum * v + grad``, then
+    ``p -= lr * v``), for the loop of Exercise 2.3: the first optimizer of torch.optim a process
+    builds imports torch._dynamo (about two seconds on two cores), which the check need not wait
+    for. It has what a training step calls: ``zero_grad()`` and ``step()``."""
+
+    def __init__(self, params, lr: float, momentum: float):
+        self.params = list(params)
+        self.lr, self.momentum = lr, momentum
+        self.velocity = [None] * len(self.params)
+
+    def __repr__(self):
+        return f"MomentumSGD(lr={self.lr}, momentum={self.momentum})"
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self.params:
+            if set_to_none:
+                p.grad = None
+            elif p.grad is not None:
+                p.grad.zero_()
+
+    def step(self) -> None:
+        import torch  # heavy: loaded by the checks that use it, not on import
+
+        with torch.no_grad():
+            for i, p in enumerate(self.params):
+                if p.grad is None:
+                    continue
+                if self.velocity[i] is None:  # as torch.optim.SGD: it starts as the gradient
+                    self.velocity[i] = p.grad.clone()
+                else:
+                    self.velocity[i].mul_(self.momentum).add_(p.grad)
+                p.add_(self.velocity[i], alpha=-self.lr)
+
+
 def check_pinned_loop(train_fast: Callable, train_step: Callable, number: str = "2.3",
                       title: str = "pinned memory and non-blocking copies") -> None:
     """``train_fast(model, opt, X, Y, batch, device)`` must train like the naive loop, pin
@@ -321,21 +356,19 @@ def check_pinned_loop(train_fast: Callable, train_step: Callable, number: str = 
     Runs on the CPU: X and Y are HostTensors that record pins and copies (a CPU build of
     PyTorch cannot pin memory, so pinning is simulated).
     """
-    import torch  # heavy: loaded by the checks that use it, not on import
-
     with Exercise(number, title):
         callable_answer(train_fast, "train_fast is",
                         "def train_fast(model, opt, X, Y, batch, device): ...")
         callable_answer(train_step, "train_step is", "def train_step(model, opt, x, y): ...")
         X, Y, model, batch = _loop_problem()
         ref = _clone_model(model)
-        ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+        ref_opt = MomentumSGD(ref.parameters(), lr=0.1, momentum=0.9)
         # Each batch as a fresh copy, as every move of the recorded loop makes one: the same
         # steps on the same values at the same alignment give the same bits, whatever the BLAS.
         for i in range(0, len(X), batch):
             train_step(ref, ref_opt, X[i:i + batch].clone(), Y[i:i + batch].clone())
 
-        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        opt = MomentumSGD(model.parameters(), lr=0.1, momentum=0.9)
         with record_loop() as rec:
             train_fast(model, opt, host_tensor(X.clone()), host_tensor(Y.clone()), batch, "cpu")
         n_batches = len(X) // batch
@@ -467,6 +500,15 @@ def check_buffer_reuse(momentum_steps: Callable, number: str = "2.4",
 
 # --------------------------------------------------------------------------- exercise 2.5
 
+def adam_moments(params) -> list:
+    """The two moments Adam keeps per parameter (exp_avg, exp_avg_sq), as torch.optim.Adam
+    makes them: ``zeros_like`` each parameter. Built here rather than by a step of
+    torch.optim.Adam, whose first use in a process imports torch._dynamo (about two seconds)."""
+    import torch  # heavy: loaded by the checks that use it, not on import
+
+    return [torch.zeros_like(p, memory_format=torch.preserve_format) for p in params for _ in (0, 1)]
+
+
 def _mixed_reference(model) -> dict:
     """Real tensors of bf16 training with fp32 master weights and Adam, their nbytes."""
     import torch  # heavy: loaded by the checks that use it, not on import
@@ -477,10 +519,7 @@ def _mixed_reference(model) -> dict:
     master = [p.detach().float().clone().requires_grad_() for p in model.parameters()]
     for m in master:
         m.grad = torch.zeros_like(m)
-    opt = torch.optim.Adam(master, lr=1e-3)
-    opt.step()
-    state = sum(v.nbytes for s in opt.state.values() for k, v in s.items()
-                if k in ("exp_avg", "exp_avg_sq"))
+    state = sum(m.nbytes for m in adam_moments(master))
     return {"weights": sum(h.nbytes for h in half), "gradients": sum(h.grad.nbytes for h in half),
             "master_copy": sum(m.nbytes for m in master), "optimizer_state": state}
 
