@@ -5,8 +5,8 @@ Starts JupyterLab on 127.0.0.1 at a free port with a random token, opens each no
 restarts the kernel and runs all cells, fails on any error output, moves the widgets named
 in INTERACTIONS and checks that the figure they drive changes, and saves one screenshot per
 notebook. With every notebook (no list given) it then walks a lab as a learner would
-(LAB_STEPS: an unanswered exercise, a wrong and a right answer typed into the cell) and checks
-that each check cell shows its one short block, no traceback. The server is shut down at the
+(LAB_STEPS: an unanswered exercise, a prediction and its measurement, a wrong and a right answer
+typed into the cell) and checks that each check cell shows its one short block, no traceback. The server is shut down at the
 end, also when the test fails; a server left by an earlier, killed run is stopped first.
 
     python tools/browser_test.py [--out DIR] [notebooks/01_….ipynb ...]
@@ -258,24 +258,31 @@ def check_notebook(page, server: LabServer, nb: pathlib.Path, shots: pathlib.Pat
     return failures
 
 
-# A lab walked as a learner would: (exercise cell, check cell, answer typed, what the check
-# cell must show). None as the answer runs the lab's cell as it is (unanswered).
+# A lab walked as a learner would: (exercise cell, cell run after it, answer typed, what that
+# cell must show). None as the answer runs the lab's cell as it is (unanswered). Exercise 1.2's
+# check needs the prediction and the measured roofline, so the walk types the prediction and
+# runs the measurement first.
 LAB = "labs/01_architecture_and_bottlenecks_lab.ipynb"
+_ROOF = ("    r = models.roofline(point[\"flops\"], point[\"bytes\"], "
+         "peak_flops=ceilings[\"peak_flops\"],\n"
+         "                        bandwidth=ceilings[\"bandwidth_Bps\"])\n")
 LAB_STEPS = [
     ("# Exercise 1.1", "check1.check_coalesced_scale(element_source)", None,
      ["Exercise 1.1 is not done yet: `element_source` is not defined"]),
-    ("def roofline_time", "check1.check_bound(roofline_time)",
-     "def roofline_time(flops, nbytes, gpu, precision):\n"
-     "    g = gc.specs.lookup(gpu)\n"
-     "    t = flops / g.peak_flops(precision) + nbytes / g.bandwidth_Bps\n"
-     "    return t, \"memory\"\n",
-     ["Exercise 1.3 (roofline time and bound) not yet right:", "not their sum"]),
-    ("def roofline_time", "check1.check_bound(roofline_time)",
-     "def roofline_time(flops, nbytes, gpu, precision):\n"
-     "    g = gc.specs.lookup(gpu)\n"
-     "    tc, tm = flops / g.peak_flops(precision), nbytes / g.bandwidth_Bps\n"
-     "    return max(tc, tm), \"compute\" if tc >= tm else \"memory\"\n",
-     ["Exercise 1.3 passed: roofline time and bound."]),
+    ("# Exercise 1.2: your prediction", "cpu_roofline(ceilings", 'guess_1_2 = "memory"\n',
+     ["vector add", "sum (reduction)", "of its roof"]),
+    ("def limited_by", "check1.check_limited_by(limited_by, roof, guess_1_2)", None,
+     ["Exercise 1.2 is not done yet"]),
+    # The ceiling that sets the roof, never "overhead": an operation far below its roof.
+    ("def limited_by", "check1.check_limited_by(limited_by, roof, guess_1_2)",
+     "def limited_by(point, ceilings):\n" + _ROOF + "    return r.bound\n",
+     ["Exercise 1.2 (what limits a measured operation) not yet right:",
+      "neither ceiling limits it", "return 'overhead'"]),
+    ("def limited_by", "check1.check_limited_by(limited_by, roof, guess_1_2)",
+     "def limited_by(point, ceilings):\n" + _ROOF +
+     "    rate = point[\"flops\"] / point[\"seconds\"]\n"
+     "    return r.bound if rate >= 0.5 * r.attainable_flops else \"overhead\"\n",
+     ["Exercise 1.2 passed: what limits a measured operation."]),
 ]
 
 
