@@ -9,64 +9,6 @@ from gpucourse.check import ch3 as c3
 from gpucourse.check import expect_failure
 
 
-# --------------------------------------------------------------------------- 3.1
-
-def ring(nbytes, workers, bandwidth, latency):
-    return 2 * (workers - 1) / workers * nbytes / bandwidth + 2 * (workers - 1) * latency
-
-
-def scenario_answer(fn=ring):
-    s = c3.SCENARIO_3_1
-    return fn(s["params"] * s["bytes_per_grad"], s["workers"], s["bandwidth"], s["latency"])
-
-
-def test_allreduce_accepts_the_formula(capsys):
-    c3.check_allreduce_time(ring, scenario_answer())
-    assert capsys.readouterr().out.strip() == "Exercise 3.1 passed: ring all-reduce time."
-
-
-def test_allreduce_accepts_the_model_call():
-    c3.check_allreduce_time(lambda n, p, bw, lat: models.ring_allreduce_time(n, p, bw, lat).time)
-
-
-@pytest.mark.parametrize("wrong, match", [
-    (lambda n, p, bw, lat: n / bw + 2 * (p - 1) * lat, "2(p-1)/p"),
-    (lambda n, p, bw, lat: (p - 1) / p * n / bw + (p - 1) * lat, "reduce-scatter half"),
-    (lambda n, p, bw, lat: 2 * (p - 1) / p * n / bw, "latency term"),
-    (lambda n, p, bw, lat: 2 * (p - 1) / p * n / bw + (p - 1) * lat, "2(p-1) x latency"),
-    (lambda n, p, bw, lat: 2 * (p - 1) / p * 8 * n / bw + 2 * (p - 1) * lat, "bytes, not bits"),
-    (lambda n, p, bw, lat: 2 * n / bw + 2 * (p - 1) * lat, "not 2 x bytes"),
-    (lambda n, p, bw, lat: models.ring_allreduce_time(n, p, bw, lat), "a number of seconds"),
-    # right formula, but an empty message "costs nothing"
-    (lambda n, p, bw, lat: 0.0 if n == 0 else models.ring_allreduce_time(n, p, bw, lat).time,
-     "even an empty all-reduce"),
-    (lambda n, p, bw, lat: 2 * (p - 1) / p * n / bw + 2 * p * lat, "not 2p x latency"),
-    (lambda n, p, bw, lat: 2 * ((p - 1) // p) * n / bw + 2 * (p - 1) * lat, "integer division"),
-])
-def test_allreduce_rejects_wrong_formulas(wrong, match):
-    with expect_failure(match):
-        c3.check_allreduce_time(wrong)
-
-
-def test_allreduce_rejects_wrong_scenario_bytes():
-    s = c3.SCENARIO_3_1
-    fp32 = models.ring_allreduce_time(s["params"] * 4, s["workers"], s["bandwidth"],
-                                      s["latency"]).time
-    with expect_failure("2 bytes each"):
-        c3.check_allreduce_time(ring, fp32)
-    with expect_failure("not yet right"):
-        c3.check_allreduce_time(ring, scenario_answer() * 1.01)
-    with expect_failure("that is milliseconds"):
-        c3.check_allreduce_time(ring, scenario_answer() * 1e3)
-
-
-def test_unfinished_exercise_says_so():
-    def todo(*args):
-        raise NotImplementedError("Exercise 3.1")
-    with expect_failure("not done yet"):
-        c3.check_allreduce_time(todo)
-
-
 # --------------------------------------------------------------------------- 3.2 (synthetic)
 
 def _result(transform, p=2, seed=0):
@@ -145,32 +87,6 @@ def test_a_fixed_divisor_is_told_apart_from_the_world_size(body, reads):
 def test_average_gradients_needs_two_workers():
     with expect_failure("at least 2 workers"):
         c3.check_average_gradients(_result(lambda local, p: local, p=1))
-
-
-# --------------------------------------------------------------------------- 3.3
-
-def smallest(p, target):
-    return math.floor((p - 1) * (1 - target) / target + 1e-9) + 1 if p > 1 else 1
-
-
-def test_microbatches_accepts_closed_form_and_search(capsys):
-    c3.check_microbatches(smallest)
-    c3.check_microbatches(c3.smallest_microbatches_reference)
-    assert capsys.readouterr().out.count("Exercise 3.3 passed") == 2
-
-
-@pytest.mark.parametrize("wrong, match", [
-    # "<=" instead of "<": stops at the boundary where the bubble equals the target
-    (lambda p, t: next(m for m in range(1, 10**4)
-                       if models.pipeline_bubble(p, m).bubble_fraction <= t), "strictly below"),
-    # the bubble taken as (p-1)/m
-    (lambda p, t: next(m for m in range(1, 10**4) if (p - 1) / m < t), "not (p-1)/m"),
-    (lambda p, t: float(smallest(p, t)), "an int"),
-    (lambda p, t: smallest(p, t) - 2 if smallest(p, t) > 2 else 1, "still"),
-])
-def test_microbatches_rejects_wrong_answers(wrong, match):
-    with expect_failure(match):
-        c3.check_microbatches(wrong)
 
 
 # --------------------------------------------------------------------------- 3.4

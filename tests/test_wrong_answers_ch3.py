@@ -9,17 +9,6 @@ from gpucourse.check import ch3 as c3
 from wrong_answer_table import table_tests
 
 
-def ring(nbytes, workers, bandwidth, latency):
-    p = workers
-    return 2 * (p - 1) / p * nbytes / bandwidth + 2 * (p - 1) * latency
-
-
-def scenario(fn=ring, bytes_per_grad=None):
-    s = c3.SCENARIO_3_1
-    return fn(s["params"] * (bytes_per_grad or s["bytes_per_grad"]), s["workers"], s["bandwidth"],
-              s["latency"])
-
-
 def _gradients(transform, p=2, seed=0):
     """What ``transform(local gradients per rank, p)`` leaves on each rank, as the workers
     report it (experiments.ch3.try_average_gradients)."""

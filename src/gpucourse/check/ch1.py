@@ -8,15 +8,13 @@ They use ``kernels`` and ``models`` (never ``experiments``).
 from __future__ import annotations
 
 import math
+import os
 from typing import Callable
 
 import numpy as np
 
-import os
-
 from .. import device, kernels, models, precision, reference, specs
 from ..errors import CourseError
-from ..kernels import matmul, vector_add
 from .compare import assert_close, random_array
 from .lab import (Exercise, answer_error, callable_answer, choice_answer, number_answer,
                   text_answer, tuple_answer)
@@ -495,105 +493,3 @@ def check_transfer(transfer_seconds: Callable, worth_moving: Callable, number: s
                 f"{gpu_s:.3g} s, {gpu}, pinned={pinned}, reuses={reuses}) should be {want}: compare "
                 "reuses x CPU time with sending the batch once + reuses x GPU time + bringing the "
                 "result back once, each copy with its latency and the same kind of host memory.")
-
-
-# --------------------------------------------------------------------------- former 1.2 and 1.3
-
-# The formula exercises that 1.2 and 1.3 replaced; tests of the answer-type messages still
-# call these checkers.
-
-
-def _ai_vector_add(e):
-    return vector_add.flops(1) / vector_add.bytes_moved(1, e)
-
-
-def _ai_sum(e):
-    return 1 / e
-
-
-def _ai_matmul(m, n, k, e):
-    return matmul.flops(m, n, k) / matmul.bytes_moved(m, n, k, e)
-
-
-def check_intensity(vector_add_ai: Callable, sum_ai: Callable, matmul_ai: Callable,
-                    number: str = "1.2") -> None:
-    """FLOP per byte of vector add, sum and matmul, at several element sizes and shapes."""
-    with Exercise(number, "arithmetic intensity"):
-        for name, fn, example in (("vector_add_ai", vector_add_ai, "def vector_add_ai(e): ..."),
-                                  ("sum_ai", sum_ai, "def sum_ai(e): ..."),
-                                  ("matmul_ai", matmul_ai, "def matmul_ai(m, n, k, e): ...")):
-            callable_answer(fn, f"{name} is", example)
-        # A few float64 operations in any order are within 1e-15 of these; rel_tol 1e-6 also
-        # takes float32 arithmetic (a few roundings of 6e-8), and no wrong formula comes near.
-        for e in (4, 2, 1):
-            got = number_answer(vector_add_ai(e), f"vector_add_ai({e}) returned", "FLOP per byte")
-            assert math.isclose(got, _ai_vector_add(e), rel_tol=1e-6), (
-                f"vector_add_ai({e}) = {got:.4g}, expected {_ai_vector_add(e):.4g} FLOP/byte: "
-                "one addition per element, and every element of a, b and out crosses memory once.")
-            got = number_answer(sum_ai(e), f"sum_ai({e}) returned", "FLOP per byte")
-            assert math.isclose(got, _ai_sum(e), rel_tol=1e-6), (
-                f"sum_ai({e}) = {got:.4g}, expected {_ai_sum(e):.4g} FLOP/byte: one addition per "
-                "element read (the single output is negligible).")
-        for shape in ((4096, 4096, 4096, 2), (1024, 1024, 1024, 4), (8, 4096, 4096, 2),
-                      (4096, 1, 4096, 4), (512, 2048, 64, 1)):
-            m, n, k, e = shape
-            got = number_answer(matmul_ai(*shape), f"matmul_ai({m}, {n}, {k}, {e}) returned",
-                                "FLOP per byte")
-            want = _ai_matmul(*shape)
-            assert math.isclose(got, want, rel_tol=1e-6), (
-                f"matmul_ai(m={m}, n={n}, k={k}, elem_bytes={e}) = {got:.4g}, expected {want:.4g}: "
-                "2*m*n*k FLOPs (a multiply and an add per term) over the bytes of A (m x k), "
-                "B (k x n) and C (m x n), each moved once.")
-
-
-# (what, flops, bytes, gpu, precision): near and far from the ridge points, on GPUs with
-# different ridges, so that the wrong ceiling or the wrong combination changes an answer.
-BOUND_CASES = (
-    ("vector add of 2^28 fp32", 2**28, 3 * 4 * 2**28, "H100-SXM", "fp32"),
-    ("matmul 4096^3 fp16", 2 * 4096**3, 3 * 2 * 4096**2, "A100-SXM4-80GB", "fp16"),
-    ("matmul 8 x 4096 x 4096 fp16 (a decode step)", 2 * 8 * 4096 * 4096,
-     2 * (8 * 4096 + 4096 * 4096 + 8 * 4096), "H100-SXM", "fp16"),
-    ("matmul 256^3 fp32", 2 * 256**3, 3 * 4 * 256**2, "T4", "fp32"),
-    ("matmul 256^3 fp16", 2 * 256**3, 3 * 2 * 256**2, "T4", "fp16"),
-    ("matmul 1024^3 bf16", 2 * 1024**3, 3 * 2 * 1024**2, "H200", "bf16"),
-    ("matmul 1024^3 bf16", 2 * 1024**3, 3 * 2 * 1024**2, "L4", "bf16"),
-    ("layer norm of 2^24 fp16 (8 FLOP/element)", 8 * 2**24, 2 * 2 * 2**24, "A10", "fp16"),
-    ("matmul 128^3 fp32", 2 * 128**3, 3 * 4 * 128**2, "RTX-4090", "fp32"),
-)
-
-
-def check_bound(roofline_time: Callable, number: str = "1.3") -> None:
-    """``roofline_time(flops, nbytes, gpu, precision) -> (seconds, "memory" | "compute")``."""
-    with Exercise(number, "roofline time and bound"):
-        callable_answer(roofline_time, "roofline_time is",
-                        "def roofline_time(flops, nbytes, gpu, precision): ...")
-        for what, flops, nbytes, gpu, prec in BOUND_CASES:
-            ref = models.roofline(flops, nbytes, gpu, prec)
-            call = f"roofline_time({flops:g}, {nbytes:g}, {gpu!r}, {prec!r}) returned"
-            t, bound = tuple_answer(roofline_time(flops, nbytes, gpu, prec), call, 2,
-                                    "a pair (seconds, 'memory' or 'compute')")
-            t = number_answer(t, f"{call} a time that is", "seconds")
-            choice_answer(bound, f"{call} a bound that is", ("memory", "compute"))
-            if not math.isclose(t, ref.time, rel_tol=1e-3):
-                spec = specs.lookup(gpu)
-                t_c, t_m = flops / spec.peak_flops(prec), nbytes / spec.bandwidth_Bps
-                mistakes = (
-                    (t_c + t_m, "that is compute + memory time: the two overlap, so the time is "
-                                "the larger of the two, not their sum"),
-                    (min(t_c, t_m), "that is the faster of the two: the slower one sets the time"),
-                    (max(flops / spec.peak_flops("fp32"), t_m),
-                     f"that uses the fp32 peak: use the {prec} peak, spec.peak_flops(precision)"),
-                    (max(t_c, nbytes / (spec.bandwidth_Bps / 1e9)),
-                     "that divides bytes by GB/s: the bandwidth is spec.bandwidth_Bps, in bytes/s"),
-                )
-                why = next((w for v, w in mistakes if math.isclose(t, v, rel_tol=1e-3)
-                            and not math.isclose(v, ref.time, rel_tol=1e-3)),
-                           "compute and memory traffic overlap, so the slower of the two sets "
-                           "the time")
-                raise AssertionError(
-                    f"{what} on the {gpu} ({prec}): {t:.4g} s, expected {ref.time:.4g} s "
-                    f"= max(FLOPs / peak {prec} FLOP/s, bytes / bandwidth in bytes/s): {why}.")
-            assert bound == ref.bound, (
-                f"{what} on the {gpu} ({prec}): {ref.bound}-bound, not {bound}-bound: its intensity "
-                f"{ref.intensity:.3g} FLOP/byte is {'below' if ref.bound == 'memory' else 'above'} "
-                f"the ridge point {ref.ridge_point:.3g} of that GPU at {prec}.")

@@ -12,8 +12,7 @@ import math
 import numpy as np
 
 from .. import models, precision
-from .lab import (Exercise, answer_error, callable_answer, choice_answer, number_answer,
-                  whole_answer)
+from .lab import Exercise, answer_error, callable_answer, choice_answer, whole_answer
 from .predict import prediction
 
 # At least this share of the best measured algorithm bandwidth: latency no longer dominates.
@@ -198,6 +197,24 @@ def choose_microbatches_reference(step_seconds: dict) -> int:
     return min(m for m, t in step_seconds.items() if t <= best * (1 + STEP_SLACK) * (1 + _EXACT))
 
 
+def smallest_microbatches_reference(stages: int, target: float) -> int:
+    """The fewest micro-batches whose GPipe bubble is strictly below ``target``: the bubble
+    model's count, which a learner may return instead of deciding from the measured steps.
+
+    The closed form m > (p-1)(1-t)/t gives the neighbourhood; the model decides the
+    boundary, so rounding in the closed form cannot move the answer.
+    """
+    def bubble(m: int) -> float:
+        return models.pipeline_bubble(stages, m).bubble_fraction
+
+    m = max(1, math.floor((stages - 1) * (1 - target) / target) + 1)
+    while bubble(m) >= target:
+        m += 1
+    while m > 1 and bubble(m - 1) < target:
+        m -= 1
+    return m
+
+
 MICROBATCH_STEPS = [
     ("4 GPUs, large layers (made-up)", {1: 1.0, 2: 0.7, 4: 0.55, 8: 0.5, 16: 0.49}),
     ("2 CPU workers over gloo (made-up)", {1: 0.08, 2: 0.1, 4: 0.13, 8: 0.2}),
@@ -342,157 +359,3 @@ def check_strategy(choose_strategy, number: str = "3.4",
             else:
                 why = f"expected {want[1]} stage(s), the fewest whose memory holds the state"
             raise AssertionError(f"for {case} you chose {got!r}, expected {want!r}: {why}.")
-
-
-# --------------------------------------------------------------------------- former 3.1 and 3.3
-
-# The formula exercises that 3.1 and 3.3 replaced; tests of the answer-type messages and of the
-# notebook display still call these checkers. The model's micro-batch count also names a
-# learner's answer in check_choose_microbatches.
-
-# Exercise 3.1: gradients of a 1.5-billion-parameter model in bf16 (2 bytes each), 8 GPUs in
-# a ring whose links move 450 GB/s each way, 5 microseconds per step.
-SCENARIO_3_1 = {"params": 1_500_000_000, "bytes_per_grad": 2, "workers": 8,
-                "bandwidth": 450e9, "latency": 5e-6}
-
-# (nbytes, workers, bandwidth B/s, latency s): bandwidth-bound, latency-bound, one worker,
-# two workers, an odd count, zero bytes.
-ALLREDUCE_CASES = [
-    (3.0e9, 8, 450e9, 5e-6),
-    (4096, 16, 25e9, 2e-5),
-    (1.0e8, 1, 100e9, 1e-5),
-    (6.4e7, 2, 12e9, 3e-5),
-    (7.7e8, 7, 50e9, 8e-6),
-    (0, 4, 100e9, 1e-5),
-]
-
-
-def _value(x, what: str) -> float:
-    """``what`` ("allreduce_seconds(...) returned") as a number of seconds."""
-    if hasattr(x, "time") and not isinstance(x, (int, float)):  # models.ring_allreduce_time(...)
-        raise answer_error(what, x, "return the time itself, its .time (a number of seconds)")
-    return number_answer(x, what, "seconds")
-
-
-def _close(a: float, b: float, rtol: float = 1e-6) -> bool:
-    return abs(a - b) <= rtol * max(abs(b), 1e-30) or abs(a - b) < 1e-15
-
-
-def _diagnose_allreduce(got: float, n: float, p: int, bw: float, lat: float) -> str:
-    """Name the usual mistake behind a wrong ring all-reduce time."""
-    want = models.ring_allreduce_time(n, p, bw, lat)
-    if n == 0 and got == 0 and p > 1:  # e.g. `if nbytes == 0: return 0`
-        return ("even an empty all-reduce takes its 2(p-1) ring steps, and each pays the latency: "
-                "at 0 bytes the model's time is 2(p-1) x latency, not 0")
-    frac = (p - 1) / p
-    guesses = [
-        (n / bw + 2 * (p - 1) * lat, "the bandwidth term lacks the factor 2(p-1)/p: in a ring "
-         "each worker sends (p-1)/p of the data to reduce and the same again to share the result"),
-        (2 * n / bw + 2 * (p - 1) * lat, "the bandwidth term is 2(p-1)/p x bytes / bandwidth, "
-         "not 2 x bytes / bandwidth"),
-        (frac * n / bw + (p - 1) * lat, "this is only the reduce-scatter half: the all-gather "
-         "half costs as much again"),
-        (want.bandwidth_time, "the latency term 2(p-1) x latency is missing (it dominates small "
-         "messages)"),
-        (want.bandwidth_time + (p - 1) * lat, "a ring all-reduce takes 2(p-1) steps, each paying "
-         "the latency once: the latency term is 2(p-1) x latency"),
-        (want.bandwidth_time + 2 * p * lat, "a ring of p workers takes p-1 steps to reduce-scatter "
-         "and p-1 to all-gather: the latency term is 2(p-1) x latency, not 2p x latency"),
-        (2 * ((p - 1) // p) * n / bw + 2 * (p - 1) * lat, "(p - 1) // p is integer division "
-         "and gives 0: write (p - 1) / p"),
-        (8 * n / bw * 2 * frac + 2 * (p - 1) * lat, "bytes, not bits: the bandwidth is in bytes/s"),
-        (2 * frac * n * bw + 2 * (p - 1) * lat, "divide the bytes by the bandwidth, do not "
-         "multiply"),
-    ]
-    for value, why in guesses:
-        if _close(got, value, 1e-6) and not _close(value, want.time, 1e-9):
-            return why
-    if p == 1 and got != 0:
-        return "with one worker there is nothing to exchange: the time is 0"
-    return "compare with 2(p-1)/p x bytes / bandwidth + 2(p-1) x latency"
-
-
-def check_allreduce_time(allreduce_seconds, answer=None, number: str = "3.1",
-                         title: str = "ring all-reduce time") -> None:
-    """``allreduce_seconds(nbytes, workers, bandwidth, latency)`` against the ring model on
-    several cases, then ``answer`` (seconds for ``SCENARIO_3_1``) if given."""
-    with Exercise(number, title):
-        callable_answer(allreduce_seconds, "allreduce_seconds is",
-                        "def allreduce_seconds(nbytes, workers, bandwidth, latency): ...")
-        for n, p, bw, lat in ALLREDUCE_CASES:
-            got = _value(allreduce_seconds(n, p, bw, lat),
-                         f"allreduce_seconds({n:g}, {p}, {bw:g}, {lat:g}) returned")
-            want = models.ring_allreduce_time(n, p, bw, lat).time
-            assert _close(got, want), (
-                f"allreduce_seconds({n:g} bytes, {p} workers, {bw / 1e9:g} GB/s, "
-                f"{lat * 1e6:g} us) = {got:.6g} s, the ring model gives {want:.6g} s: "
-                f"{_diagnose_allreduce(got, n, p, bw, lat)}.")
-        if answer is not None:
-            s = SCENARIO_3_1
-            nbytes = s["params"] * s["bytes_per_grad"]
-            want = models.ring_allreduce_time(nbytes, s["workers"], s["bandwidth"],
-                                              s["latency"]).time
-            got = _value(answer, "t_step is")
-            assert not _close(got, want * 1e3, 1e-4), (
-                f"t_step = {got:.4g}: that is milliseconds; give the time in seconds.")
-            for wrong_bytes, why in ((s["params"] * 4, "the gradients are bf16: 2 bytes each, "
-                                      "not 4"), (s["params"], "each bf16 gradient takes 2 bytes")):
-                wrong = models.ring_allreduce_time(wrong_bytes, s["workers"], s["bandwidth"],
-                                                   s["latency"]).time
-                assert not _close(got, wrong, 1e-4), f"t_step = {got:.4g} s: {why}."
-            assert _close(got, want, 1e-4), (
-                f"t_step = {got:.6g} s but the ring model gives {want:.6g} s for "
-                f"{nbytes / 1e9:g} GB of gradients on {s['workers']} workers.")
-
-
-# (stages, target): the boundaries where the bubble equals the target exactly are included,
-# so "<=" instead of "<" fails; both ends of the range: one micro-batch with two stages (a
-# search from 2 misses it) and more than a hundred (a search capped at 100 misses it).
-MICROBATCH_CASES = [(2, 0.2), (4, 0.2), (4, 0.25), (8, 0.2), (1, 0.2), (3, 0.5), (16, 0.2),
-                    (6, 0.1), (2, 0.6), (8, 0.05), (2, 0.009)]
-
-
-def smallest_microbatches_reference(stages: int, target: float) -> int:
-    """The fewest micro-batches whose GPipe bubble is strictly below ``target``.
-
-    The closed form m > (p-1)(1-t)/t gives the neighbourhood; the model decides the
-    boundary, so rounding in the closed form cannot move the answer.
-    """
-    def bubble(m: int) -> float:
-        return models.pipeline_bubble(stages, m).bubble_fraction
-
-    m = max(1, math.floor((stages - 1) * (1 - target) / target) + 1)
-    while bubble(m) >= target:
-        m += 1
-    while m > 1 and bubble(m - 1) < target:
-        m -= 1
-    return m
-
-
-def check_microbatches(smallest_microbatches, number: str = "3.3",
-                       title: str = "micro-batches for a bubble under the target") -> None:
-    """``smallest_microbatches(stages, target)`` on several stage counts and targets."""
-    with Exercise(number, title):
-        callable_answer(smallest_microbatches, "smallest_microbatches is",
-                        "def smallest_microbatches(stages, target): ...")
-        for p, target in MICROBATCH_CASES:
-            got = smallest_microbatches(p, target)
-            assert isinstance(got, (int, np.integer)) and not isinstance(got, bool), (
-                f"smallest_microbatches({p}, {target}) returned {got!r}: return a whole number "
-                "of micro-batches (an int).")
-            want = smallest_microbatches_reference(p, target)
-            if got == want:
-                continue
-            bubble = models.pipeline_bubble(p, max(1, int(got))).bubble_fraction
-            if got == want - 1:
-                why = (f"with {got} micro-batches the bubble is {bubble:.4g}, not strictly below "
-                       f"{target}: the condition is bubble < target")
-            elif got < want:
-                why = (f"with {got} micro-batches the bubble (p-1)/(m+p-1) is {bubble:.3g}, still "
-                       f"at or above {target}")
-            else:
-                why = (f"{want} already gives a bubble of "
-                       f"{models.pipeline_bubble(p, want).bubble_fraction:.3g} < {target}: "
-                       "the bubble is (p-1)/(m+p-1), not (p-1)/m")
-            raise AssertionError(f"smallest_microbatches({p} stages, target {target}) = {got}, "
-                                 f"expected {want}: {why}.")
