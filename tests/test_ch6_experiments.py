@@ -230,15 +230,24 @@ def test_amp_explanation_says_why_16_bits_can_take_more_memory_at_a_small_step()
 
 
 def _names_the_notebook_calls() -> set[str]:
-    path = next((pathlib.Path(__file__).parent.parent / "notebooks").glob("06_*.ipynb"))
-    cells = json.loads(path.read_text())["cells"]
-    code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
-    return set(re.findall(r"\bch6\.(\w+)", code))
+    """What chapter 6's notebook and its lab take from the package: ``ch6.name`` and
+    ``from gpucourse.experiments.ch6 import name``."""
+    root = pathlib.Path(__file__).parent.parent
+    names = set()
+    for path in (next((root / "notebooks").glob("06_*.ipynb")),
+                 next((root / "solutions").glob("06_*.ipynb"))):
+        cells = json.loads(path.read_text())["cells"]
+        code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+        names |= set(re.findall(r"\bch6\.(\w+)", code))
+        for imported in re.findall(r"from gpucourse\.experiments\.ch6 import ([\w, ]+)", code):
+            names |= {n.strip() for n in imported.split(",")}
+    return names
 
 
 def test_the_package_exports_what_the_notebook_the_runner_and_gpu_check_call():
-    """Exactly those names (the headless runner calls run_all, make gpu-check gpu_check); the
-    rest is the modules'. Chapter 6 keeps no copy of precision's names: one home each."""
+    """Exactly those names (the headless runner calls run_all, make gpu-check gpu_check) and
+    what the lab imports; the rest is the modules'. Chapter 6 keeps no copy of precision's
+    names: one home each."""
     assert set(ch6.__all__) == _names_the_notebook_calls() | {"run_all", "gpu_check"}
     assert all(callable(getattr(ch6, name)) for name in ch6.__all__)
     assert ch6.precision_availability is precision.availability

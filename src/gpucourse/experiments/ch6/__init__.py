@@ -14,13 +14,13 @@ BF16 vs FP16 on this CPU or GPU), ``amp`` (3, autocast), ``widget`` (5, the prec
 dropdown), ``gpu_choice`` (6, a training precision per GPU, memory by precision) and
 ``headless`` (``run_all``, ``gpu_check``).
 The precisions, their tolerances and availability, the INT8 probe and product and the loss
-scaler are ``gpucourse.precision``'s. This package exports what the notebook, the runner and
-``make gpu-check`` use; tests import the modules.
+scaler are ``gpucourse.precision``'s. This package exports what the notebook, the lab, the
+runner and ``make gpu-check`` use; tests import the modules.
 """
 from __future__ import annotations
 
 from ...precision import availability as precision_availability
-from .amp import amp_explanation, amp_table, amp_training, autocast_dtypes
+from .amp import amp_explanation, amp_model, amp_table, amp_training, autocast_dtypes
 from .device_support import alignment_note, bf16_report
 from .gpu_choice import memory_by_precision, precision_choices
 from .headless import gpu_check, run_all
@@ -31,10 +31,10 @@ from .scaling import gradient_magnitudes, loss_scaling, loss_scaling_table, scal
 from .widget import run_precision
 
 __all__ = [
-    "alignment_note", "amp_explanation", "amp_table", "amp_training", "autocast_dtypes",
-    "bf16_report", "check_rounding", "format_table", "gpu_check", "gradient_magnitudes",
-    "int8_explanation", "int8_gemm_report", "int8_inference", "int8_table", "loss_scaling",
-    "loss_scaling_table", "memory_by_precision", "per_channel_demo", "precision_availability",
-    "precision_choices", "run_all", "run_precision", "scale_sweep", "static_vs_dynamic",
-    "zeroed_at_scale",
+    "alignment_note", "amp_explanation", "amp_model", "amp_table", "amp_training",
+    "autocast_dtypes", "bf16_report", "check_rounding", "format_table", "gpu_check",
+    "gradient_magnitudes", "int8_explanation", "int8_gemm_report", "int8_inference", "int8_table",
+    "loss_scaling", "loss_scaling_table", "memory_by_precision", "per_channel_demo",
+    "precision_availability", "precision_choices", "run_all", "run_precision", "scale_sweep",
+    "static_vs_dynamic", "zeroed_at_scale",
 ]
