@@ -1,6 +1,8 @@
 """Figures of chapter 7 (a transformer, end to end) from ``experiments.ch7`` results."""
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 from matplotlib.figure import Figure
 
@@ -46,7 +48,8 @@ def ladder_figure(result: dict) -> Figure:
     fig, (a1, a2) = new_figure(1, 2, figsize=(12, 0.55 * len(rows) + 2.8), sharey=True,
                                gridspec_kw={"width_ratios": [1.25, 1]})
     ys = np.arange(len(rows))
-    labels = [r["label"] for r in rows]
+    # Long rung names on two lines: one long tick label pushes the panels past the page.
+    labels = [textwrap.fill(r["label"], 32) for r in rows]
     for ax, key, what in ((a1, "time", "step time"), (a2, "memory", "peak memory")):
         values = []
         for y, r in zip(ys, rows):
