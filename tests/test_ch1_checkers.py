@@ -216,11 +216,11 @@ def test_limited_by_decides_on_the_learners_own_measurement():
 
 
 def test_a_prediction_must_be_there_and_of_the_right_kind():
-    with expect_failure("guess is None"):
+    with expect_failure("guess_1_2 is None: set it to your guess"):
         c1.check_limited_by(_limited_by)
-    with expect_failure("guess is the text 'fast'"):
+    with expect_failure("guess_1_2 is the text 'fast'"):
         c1.check_limited_by(_limited_by, guess="fast")
-    with expect_failure("guess is 3"):
+    with expect_failure("guess_1_3 is 3: set it to your guess, one of"):
         c1.check_optimize_first(_optimize_first, guess=3)
 
 

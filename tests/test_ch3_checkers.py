@@ -186,7 +186,7 @@ def test_the_learners_own_measurements_are_decided_on():
 
 
 def test_a_prediction_must_be_a_number():
-    with expect_failure("guess is the text 'big'"):
+    with expect_failure("guess_3_1 is the text 'big': set it to your guess, a number (bytes)"):
         c3.check_bucket_bytes(_bucket, guess="big")
-    with expect_failure("guess is None"):
+    with expect_failure("guess_3_3 is None: set it to your guess, a whole number"):
         c3.check_choose_microbatches(_choose)

@@ -300,7 +300,7 @@ def test_chunks_takes_any_whole_guess(guess, capsys):
     assert "Exercise 4.5 passed" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("guess", [None, "16", 16.0, True, [16]])
+@pytest.mark.parametrize("guess", [None, "16", 16.5, True, [16]])
 def test_chunks_wants_a_whole_number_as_the_guess(guess):
     with expect_failure("my_guess_chunks is"):
         c4.check_chunks(guess, choose_chunks)

@@ -138,8 +138,8 @@ CASES = (
     + _cases("4.2", lambda v: c4.check_no_divergence(v), NOT_SOURCE)
     + _cases("4.3", lambda v: c4.check_warp_reduce(v), NOT_SOURCE)
     + _cases("4.4", lambda v: c4.check_private_histogram(v), NOT_SOURCE)
-    + _cases("4.5", lambda v: c4.check_pipeline_time(_returns(v)), NOT_A_NUMBER)
-    + _cases("4.5", lambda v: c4.check_pipeline_time(v), NOT_A_FUNCTION)
+    + _cases("4.5", lambda v: c4.check_chunks(16, _returns(v)), NOT_A_NUMBER)
+    + _cases("4.5", lambda v: c4.check_chunks(16, v), NOT_A_FUNCTION)
     # chapter 5
     + _cases("5.1", lambda v: c5.check_tiled_matmul(v), NOT_SOURCE)
     + _cases("5.2", lambda v: c5.check_fused_chain(v, _returns(c5.chain_bytes(1))), NOT_SOURCE)
@@ -154,8 +154,8 @@ CASES = (
              {"None": None, "number": 1, "list": ["sparse"], "array": np.array(["sparse", "x"]),
               "bool": True, "function": _f, "other word": "dense matrix"})
     + _cases("5.3", lambda v: c5.check_crossover(v, _choose_ref), NOT_A_FUNCTION)
-    + _cases("5.4", lambda v: c5.check_percent_of_peak(_returns(v)), NOT_A_NUMBER)
-    + _cases("5.4", lambda v: c5.check_percent_of_peak(v), NOT_A_FUNCTION)
+    + _cases("5.4", lambda v: c5.check_efficient_size(64, _returns(v)), NOT_A_NUMBER)
+    + _cases("5.4", lambda v: c5.check_efficient_size(64, v), NOT_A_FUNCTION)
 )
 
 
@@ -182,9 +182,9 @@ def test_the_sentences_say_what_came_back_and_what_to_return():
 
     assert message(lambda: c1.check_limited_by(_returns([1, 2]), guess="memory")).endswith(
         "point, ceilings) returned a list [1, 2]: return 'memory' or 'compute' or 'overhead'.")
-    assert message(lambda: c4.check_pipeline_time(_returns("3.5"))) == (
-        "formula(1, 1, 1, 1) returned the text '3.5': return the number (seconds) itself, not "
-        "text.")
+    assert message(lambda: c4.check_chunks(16, _returns("3.5"))) == (
+        "choose_chunks(chunks, seconds) returned the text '3.5': return the number (a chunk "
+        "count) itself, not text.")
     assert message(lambda: c3.check_average_gradients({"world_size": 2})).startswith(
         "result is a dict {'world_size': 2}: pass what experiments.ch3.try_average_gradients(")
     assert message(lambda: c1.check_limited_by(0.083, guess="memory")) == (
@@ -193,7 +193,7 @@ def test_the_sentences_say_what_came_back_and_what_to_return():
     assert message(lambda: c3.check_choose_microbatches(_returns(4.0), guess=4)).endswith(
         "returned 4.0: return an int, a whole number (micro-batches).")
     assert "returned an array of shape (2,)" in message(
-        lambda: c5.check_percent_of_peak(_returns(np.array([1.0, 2.0]))))
+        lambda: c5.check_efficient_size(64, _returns(np.array([1.0, 2.0]))))
     assert "returned nan: return a finite number" in message(
         lambda: c1.check_transfer(_returns(math.nan), c1._ref_worth_moving))
 

@@ -251,7 +251,7 @@ def check_limited_by(limited_by: Callable, measured: dict | None = None, guess=N
     measured roofline (``measured``), the reference GPU's and data with awkward cases; ``guess``
     is the prediction, checked only for its type."""
     with Exercise(number, "what limits a measured operation"):
-        prediction(guess, "guess is", LIMITS)
+        prediction(guess, f"guess_{number.replace('.', '_')}", LIMITS)
         callable_answer(limited_by, "limited_by is", "def limited_by(point, ceilings): ...")
         cases = limited_by_cases()
         if measured is not None:
@@ -314,7 +314,8 @@ def check_optimize_first(optimize_first: Callable, guess=None, number: str = "1.
     """``optimize_first(points, ceilings) -> (name, "memory" | "compute")`` on reference GPU
     measurements and awkward data; ``guess`` is the prediction, checked only for its type."""
     with Exercise(number, "which kernel to optimize first"):
-        prediction(guess, "guess is", ("vector add", "reduction", "matmul"))
+        prediction(guess, f"guess_{number.replace('.', '_')}",
+                   ("vector add", "reduction", "matmul"))
         callable_answer(optimize_first, "optimize_first is",
                         "def optimize_first(points, ceilings): ...")
         for what, data in optimize_first_cases():

@@ -62,7 +62,7 @@ def check_bucket_bytes(bucket_bytes, sweep=None, guess=None, number: str = "3.1"
     ``experiments.ch3.allreduce_sweep`` returned) and on data with awkward cases; ``guess``
     is the prediction, checked only for its type."""
     with Exercise(number, title):
-        prediction(guess, "guess is", unit="bytes")
+        prediction(guess, f"guess_{number.replace('.', '_')}", unit="bytes")
         callable_answer(bucket_bytes, "bucket_bytes is", "def bucket_bytes(sizes, seconds): ...")
         cases = bucket_cases()
         if sweep is not None:
@@ -230,7 +230,8 @@ def check_choose_microbatches(choose_microbatches, pipe=None, guess=None, number
     ``experiments.ch3.pipeline`` returned) and on data with awkward cases; ``guess`` is the
     prediction, checked only for its type."""
     with Exercise(number, title):
-        prediction(guess, "guess is", unit="micro-batches")
+        prediction(guess, f"guess_{number.replace('.', '_')}", unit="micro-batches",
+                   whole=True)
         callable_answer(choose_microbatches, "choose_microbatches is",
                         "def choose_microbatches(step_seconds): ...")
         cases = list(MICROBATCH_STEPS)

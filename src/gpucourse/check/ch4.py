@@ -8,7 +8,6 @@ orders to expose races. Each checker prints one line when the answer is right.
 from __future__ import annotations
 
 import queue
-import numbers
 import re
 import threading
 
@@ -24,6 +23,7 @@ from ..models import WARP_SIZE
 from .compare import random_array, rng
 from .lab import (Exercise, answer_error, callable_answer, learner_kernel, learner_module, run_learner_kernel,
                   text_answer, whole_answer)
+from .predict import prediction
 
 #: The launch a learner's kernel gets: that of the course's version it rewrites (one thread
 #: per element for the block sum, per value for the histogram, whole warp pairs for branches).
@@ -498,21 +498,13 @@ def _chunks_hint(got, chunks, seconds, want) -> str:
     return ("Fewer chunks are also within 5 % of the fastest: take the fewest.")
 
 
-def _guess(value, name: str, example: int) -> int:
-    """A prediction: any whole number (it may be wrong), else one sentence saying what to write."""
-    if isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)):
-        return int(value)
-    raise answer_error(f"{name} is", value, f"set it to your guess, a whole number such as "
-                                             f"{example}, before you run the measurement")
-
-
 def check_chunks(guess, choose_chunks, measured: dict | None = None, number: str = "4.5",
                  title: str = "how many chunks, from measured times") -> None:
     """``guess``: the chunk count predicted fastest (only its type is checked: a prediction may
     be wrong). ``choose_chunks(chunks, seconds)``: the fewest chunks whose time is within 5 % of
     the fastest, on the checker's sweeps and on ``measured`` (a :func:`pipeline_sweep`)."""
     with Exercise(number, title):
-        _guess(guess, "my_guess_chunks", 16)
+        prediction(guess, "my_guess_chunks", whole=True, example=16)
         callable_answer(choose_chunks, "choose_chunks is", "def choose_chunks(chunks, seconds): ...")
         cases = list(CHUNK_CASES)
         if measured is not None:

@@ -9,7 +9,6 @@ check shows up there). Each checker prints one line when the answer is right.
 """
 from __future__ import annotations
 
-import numbers
 from typing import Callable
 
 import numpy as np
@@ -21,6 +20,7 @@ from ..kernels import matmul
 from .compare import assert_close, random_array
 from .lab import (Exercise, answer_error, callable_answer, choice_answer, learner_kernel, number_answer,
                   run_learner_kernel, text_answer, whole_answer)
+from .predict import prediction
 
 # A value no correct kernel writes: the padding after an output must still hold it.
 SENTINEL = np.float32(-12345.5)
@@ -453,14 +453,6 @@ def _size_hint(got, sizes, gflops, want) -> str:
     return f"{prev} and every larger size already reach half of the best."
 
 
-def _guess(value, name: str, example: int) -> int:
-    """A prediction: any whole number (it may be wrong), else one sentence saying what to write."""
-    if isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)):
-        return int(value)
-    raise answer_error(f"{name} is", value, f"set it to your guess, a whole number such as "
-                                             f"{example}, before you run the measurement")
-
-
 def check_efficient_size(guess, smallest_size, measured: dict | None = None, number: str = "5.4",
                          title: str = "how large a matmul must be, from measured GFLOP/s") -> None:
     """``guess``: the size predicted (only its type is checked: a prediction may be wrong).
@@ -468,7 +460,7 @@ def check_efficient_size(guess, smallest_size, measured: dict | None = None, num
     half of the best rate, or None; on the checker's sweeps and on ``measured`` ({"sizes",
     "gflops"}, measured in the lab)."""
     with Exercise(number, title):
-        _guess(guess, "my_guess_size", 64)
+        prediction(guess, "my_guess_size", whole=True, example=64)
         callable_answer(smallest_size, "smallest_size is", "def smallest_size(sizes, gflops): ...")
         cases = list(SIZE_CASES)
         if measured is not None:

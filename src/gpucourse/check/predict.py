@@ -3,14 +3,29 @@ checked only for being there and of the right type (a prediction may be wrong), 
 beside what was measured."""
 from __future__ import annotations
 
-from .lab import choice_answer, number_answer
+from ..errors import InputError
+from .lab import answer_error, number_answer, whole_answer
 
 
-def prediction(guess, what: str, choices=None, unit: str = ""):
-    """``guess`` when it is one of ``choices`` (strings) or, without choices, one number."""
+def prediction(guess, name: str, choices=None, unit: str = "", *, whole: bool = False,
+               example=None):
+    """``guess`` (the lab's variable ``name``) when it is one of ``choices`` (strings) or,
+    without choices, a finite number (a whole number if ``whole``); otherwise one sentence
+    saying what to set the variable to."""
     if choices is not None:
-        return choice_answer(guess, what, tuple(choices))
-    return number_answer(guess, what, unit)
+        if isinstance(guess, str) and guess in choices:
+            return guess
+        wanted = "one of " + ", ".join(repr(c) for c in choices)
+    else:
+        try:  # a number in any form a lab may hold it (a NumPy scalar, a 0-d array, 4.0)
+            return whole_answer(guess, name) if whole else number_answer(guess, name)
+        except InputError:
+            pass
+        wanted = ("a whole number" if whole else "a number") + (f" ({unit})" if unit else "")
+        if example is not None:
+            wanted += f" such as {example}"
+    raise answer_error(f"{name} is", guess,
+                       f"set it to your guess, {wanted}, before you run the measurement")
 
 
 def beside(guess, measured: str) -> str:
