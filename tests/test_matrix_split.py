@@ -5,7 +5,7 @@ import pathlib
 import subprocess
 import sys
 
-import conftest
+from emulator_only import emulator_only
 
 TESTS = pathlib.Path(__file__).resolve().parent
 
@@ -20,11 +20,11 @@ def test_the_modules_emulator_tests_exercise_never_import_torch():
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False", "an emulator module now imports torch: run its tests " \
-        "in every cell of make test-matrix (remove its file from conftest.EMULATOR_ONLY)"
+        "in every cell of make test-matrix (remove its file from emulator_only.EMULATOR_ONLY)"
 
 
 def test_the_emulator_only_files_import_only_emulator_modules():
-    marked = [p for p in sorted(TESTS.glob("test_*.py")) if conftest.emulator_only(p)]
+    marked = [p for p in sorted(TESTS.glob("test_*.py")) if emulator_only(p)]
     assert len(marked) >= 20, [p.name for p in marked]  # the split still spares most of the time
     for path in marked:
         text = path.read_text(encoding="utf-8")
@@ -39,6 +39,6 @@ def test_a_file_that_uses_torch_is_not_emulator_only(tmp_path):
     with_torch.write_text("import torch\n\n\ndef test_a():\n    pass\n")
     other = tmp_path / "test_ch4_checkers.py"
     other.write_text("def test_a():\n    pass\n")
-    assert conftest.emulator_only(plain)
-    assert not conftest.emulator_only(with_torch)
-    assert not conftest.emulator_only(other)
+    assert emulator_only(plain)
+    assert not emulator_only(with_torch)
+    assert not emulator_only(other)
