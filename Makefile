@@ -71,10 +71,11 @@ test-notebooks: $(VENV)/.installed-dev
 	$(PY) -m pytest -q -n $(JOBS) --nbval $(NBVAL) solutions
 
 # The CPU matrix: {AVX2 cap, default ISA} x {pinned to one core, all cores}, each cell with every
-# notebook, every solution and the unit tests (the emulator's own tests, which no ISA cap or core
-# count reaches, in one cell): see tools/test_matrix.sh. The two pinned cells run side by side on
-# two cores. About 25 minutes on 2 cores. Narrow it with MATRIX_ISAS, MATRIX_CORES, MATRIX_UNIT
-# (pytest paths) and MATRIX_NOTEBOOKS / MATRIX_SOLUTIONS (empty: skip):
+# notebook, every solution and the unit tests an ISA cap or a core count can change (the
+# emulator's own tests and the tools' tests, which neither reaches, are `make test`'s): see
+# tools/test_matrix.sh. The two pinned cells run side by side on two cores. Narrow it with
+# MATRIX_ISAS, MATRIX_CORES, MATRIX_UNIT (pytest paths), MATRIX_MARK and MATRIX_NOTEBOOKS /
+# MATRIX_SOLUTIONS (empty: skip):
 #   make test-matrix MATRIX_UNIT=tests/test_tolerances.py MATRIX_NOTEBOOKS= MATRIX_SOLUTIONS=
 MATRIX_ISAS      ?= AVX2 default
 MATRIX_CORES     ?= one all

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from emulator_only import emulator_only
+from matrix_scope import emulator_only, tooling
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
@@ -22,6 +22,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.suffix == ".py" and emulator_only(item.path):
             item.add_marker(pytest.mark.emulator_only)
+        if item.path.suffix == ".py" and tooling(item.path):
+            item.add_marker(pytest.mark.tooling)
 
 
 @pytest.fixture

@@ -1,11 +1,11 @@
-"""``make test-matrix`` runs the emulator's own tests in one cell only (tests/conftest.py marks
-them ``emulator_only``). That is sound only while what they test cannot reach oneDNN or
+"""``make test-matrix`` leaves the emulator's own tests to ``make test`` (tests/matrix_scope.py;
+marker ``emulator_only``). That is sound only while what they test cannot reach oneDNN or
 PyTorch's CPU kernels, whose code paths the matrix's ISA cap changes: these tests check it."""
 import pathlib
 import subprocess
 import sys
 
-from emulator_only import emulator_only
+from matrix_scope import emulator_only, tooling
 
 TESTS = pathlib.Path(__file__).resolve().parent
 
@@ -20,7 +20,7 @@ def test_the_modules_emulator_tests_exercise_never_import_torch():
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False", "an emulator module now imports torch: run its tests " \
-        "in every cell of make test-matrix (remove its file from emulator_only.EMULATOR_ONLY)"
+        "in every cell of make test-matrix (remove its file from matrix_scope.EMULATOR_ONLY)"
 
 
 def test_the_emulator_only_files_import_only_emulator_modules():
@@ -42,3 +42,12 @@ def test_a_file_that_uses_torch_is_not_emulator_only(tmp_path):
     assert emulator_only(plain)
     assert not emulator_only(with_torch)
     assert not emulator_only(other)
+
+
+def test_the_matrix_keeps_every_chapter_and_tolerance_test():
+    for path in sorted(TESTS.glob("test_*.py")):
+        if path.name.startswith(("test_ch0", "test_ch1", "test_ch2", "test_ch3", "test_ch4",
+                                 "test_ch5", "test_ch6", "test_ch7", "test_wrong_answers_ch",
+                                 "test_tolerances", "test_check_tolerances",
+                                 "test_experiments_cpu")):
+            assert not tooling(path), f"{path.name} is a chapter's test: the matrix must run it"

@@ -9,16 +9,18 @@
 #         notebook's kernel pinned by its container); all: JOBS workers on every core.
 #
 # Every cell runs every chapter notebook (--nbval-lax), every solution (--nbval) and the unit
-# tests, except that the emulator's own tests (marker emulator_only, set in tests/conftest.py:
-# code the host compiler built, no PyTorch, so no oneDNN) run once, in the default/all cell.
-# The two pinned cells use one core each, so they run at the same time on two different cores
-# when the machine has two or more; the all-cores cells then run one after the other. Every
-# cell runs, a failing one is named at the end, and the script then fails. OPENBLAS_CORETYPE and
-# OPENBLAS_L2_SIZE are left as the machine sets them: some machines need them.
+# tests whose results an ISA cap or a core count can change: all but the emulator's own tests
+# and the tests of the course's tools (markers emulator_only and tooling, set by file in
+# tests/matrix_scope.py), which `make test` runs once. The two pinned cells use one core each,
+# so they run at the same time on two different cores when the machine has two or more; the
+# all-cores cells then run one after the other. Every cell runs, a failing one is named at the
+# end, and the script then fails. OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are left as the machine
+# sets them: some machines need them.
 #
 # Environment (the Makefile passes them): PY, JOBS, NBVAL (nbval options), MATRIX_ISAS,
 # MATRIX_CORES, MATRIX_UNIT (pytest paths; empty: none), MATRIX_NOTEBOOKS, MATRIX_SOLUTIONS,
-# MATRIX_LOGS (a folder for each cell's log; default results/test-matrix).
+# MATRIX_MARK (which unit tests; "" for all), MATRIX_LOGS (a folder for each cell's log;
+# default results/test-matrix).
 set -u
 PY=${PY:-.venv/bin/python}
 JOBS=${JOBS:-2}
@@ -28,6 +30,7 @@ MATRIX_CORES=${MATRIX_CORES:-one all}
 MATRIX_UNIT=${MATRIX_UNIT-tests}
 MATRIX_NOTEBOOKS=${MATRIX_NOTEBOOKS-notebooks}
 MATRIX_SOLUTIONS=${MATRIX_SOLUTIONS-solutions}
+MATRIX_MARK=${MATRIX_MARK-not emulator_only and not tooling}
 LOGS=${MATRIX_LOGS:-results/test-matrix}
 mkdir -p "$LOGS"
 
@@ -40,19 +43,17 @@ run_cell() {
   if [ "$cores" = one ]; then
     env_cmd+=(taskset -c "$cpu"); jobs=1; where="pinned to one core (taskset -c $cpu)"
   else where="all cores"; fi
-  if [ "$isa" != default ] || [ "$cores" != all ]; then mark=(-m "not emulator_only"); fi
+  if [ -n "$MATRIX_MARK" ]; then mark=(-m "$MATRIX_MARK"); fi
   local cell="ONEDNN_MAX_CPU_ISA=$isa, $where"
   log="$LOGS/$isa-$cores.log"
   start=$(date +%s)
   {
     echo "=== test-matrix: $cell"
-    if [ -n "$MATRIX_UNIT" ]; then
+    # The unit tests and the notebooks in one pytest run: one start-up (imports) instead of two.
+    if [ -n "$MATRIX_UNIT$MATRIX_NOTEBOOKS" ]; then
       # shellcheck disable=SC2086
-      "${env_cmd[@]}" "$PY" -m pytest -q -p no:cacheprovider -n "$jobs" "${mark[@]}" $MATRIX_UNIT || ok=0
-    fi
-    if [ -n "$MATRIX_NOTEBOOKS" ]; then
-      # shellcheck disable=SC2086
-      "${env_cmd[@]}" "$PY" -m pytest -q -p no:cacheprovider -n "$jobs" --nbval-lax $NBVAL $MATRIX_NOTEBOOKS || ok=0
+      "${env_cmd[@]}" "$PY" -m pytest -q -p no:cacheprovider -n "$jobs" "${mark[@]}" \
+        --durations=15 --nbval-lax $NBVAL $MATRIX_UNIT $MATRIX_NOTEBOOKS || ok=0
     fi
     if [ -n "$MATRIX_SOLUTIONS" ]; then
       # shellcheck disable=SC2086
