@@ -53,16 +53,6 @@ def _output_text(cell) -> str:
     return re.sub(r"\x1b\[[0-9;]*m", "", "".join(parts))
 
 
-# Steps that show a traceback today, each for a reason outside the walk; listed so that every
-# other step still has to pass, and removed once fixed (a listed step that passes fails here).
-KNOWN_FAILURES = {
-    ("labs/00b_kernel_puzzles_lab.ipynb", 0):
-        "an undefined PUZZLE_k in a check cell shows IPython's NameError traceback: "
-        "puzzles.check_puzzle has no `number` parameter, so the lab's display cannot tell "
-        "which exercise the cell checks",
-}
-
-
 def _step_problem(shown: str, wanted: list[str]) -> str | None:
     """Why ``shown`` is not the step's one short block with ``wanted`` in it, or None."""
     if not all(w in shown for w in wanted):
@@ -90,17 +80,10 @@ def test_the_lab_walk_shows_what_each_step_expects(lab):
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(t) for t in run])
     NotebookClient(nb, timeout=120, allow_errors=True, kernel_name="python3",
                    resources={"metadata": {"path": str(browser_test.ROOT)}}).execute()
-    known = []
     for k, (index, wanted) in enumerate(checked):
         shown = _output_text(nb.cells[index])
         problem = _step_problem(shown, wanted)
-        if (lab, k) in KNOWN_FAILURES:
-            assert problem, f"step {k} of {lab} passes now: remove it from KNOWN_FAILURES"
-            known.append(KNOWN_FAILURES[lab, k])
-        else:
-            assert problem is None, (k, problem, shown)
-    if known:
-        pytest.xfail("; ".join(known))
+        assert problem is None, (k, problem, shown)
 
 
 def test_a_dropdown_move_skips_options_that_are_not_available():

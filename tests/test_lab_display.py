@@ -48,7 +48,7 @@ def test_an_unanswered_exercise_and_its_check_cell_say_not_done_yet():
 
 CELLS = [
     "import gpucourse as gc\nfrom gpucourse.check import ch3 as check3, ch4 as check4\n"
-    "from gpucourse.check import Exercise",
+    "from gpucourse.check import Exercise, puzzles",
     '# Exercise 4.2\nraise NotImplementedError("Exercise 4.2")',
     "check4.check_no_divergence(NO_DIVERGENCE)",
     "check3.check_strategy(lambda p, a, m, n: ('data', 1))",
@@ -56,6 +56,7 @@ CELLS = [
     "undefined_name + 1",
     "def f(steps):\n    return steps + missing\n"
     "check3.check_choose_microbatches(lambda steps: f(steps), guess=4)",
+    "puzzles.check_puzzle(3, PUZZLE_3)",  # one checker of many exercises: its k says which
 ]
 
 
@@ -73,6 +74,7 @@ def test_in_a_notebook_each_failure_is_one_short_block():
     # anything else keeps IPython's own traceback: a NameError of the learner's own
     assert "NameError" in shown[4] and "undefined_name" in shown[4]
     assert "NameError" in shown[5] and "missing" in shown[5]
+    assert shown[6].startswith("Exercise 0.5 is not done yet: `PUZZLE_3` is not defined")
 
 
 def test_the_gradebook_reads_a_failed_check_as_the_checkers_verdict():
