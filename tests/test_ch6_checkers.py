@@ -1,6 +1,8 @@
 """Chapter 6 lab checkers: each accepts the reference answer and rejects plausible wrong ones,
 also where ``torch._int_mm`` saturates 16-bit sums (``ch6_support.saturating_int_mm``), and
 answers a wrong-typed answer in one sentence."""
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -544,3 +546,47 @@ def test_a_scaler_with_a_wrong_typed_part_is_one_sentence(kind):
         with pytest.raises(AssertionError) as e:
             c6.check_loss_scaler(cls)
         _one_sentence(e.value, "6.2", named)
+
+
+def _hidden_nan(cast):
+    """6.1 without the zero-row guard: 0/0 = NaN, made int8 by ``cast``; the scale returned
+    is guarded, so q and scale both look right."""
+    def quantize(w):
+        m = w.abs().amax(dim=1, keepdim=True)
+        x = torch.round(w / m * 127).clamp(-127, 127)
+        return cast(x), torch.where(m > 0, m / 127, torch.ones_like(m)).squeeze(1)
+    return quantize
+
+
+def _into_int8(how):
+    def cast(x):
+        q = torch.empty(x.shape, dtype=torch.int8)
+        if how == "setitem":
+            q[...] = x
+        else:
+            q.copy_(x)
+        return q
+    return cast
+
+
+@pytest.mark.parametrize("cast", [
+    lambda x: x.to(torch.int8), lambda x: x.to(dtype=torch.int8), lambda x: x.char(),
+    lambda x: x.type(torch.int8), _into_int8("setitem"), _into_int8("copy_"),
+    lambda x: torch.from_numpy(x.numpy().astype("int8"))],
+    ids=["to", "to-dtype", "char", "type", "setitem", "copy_", "numpy"])
+def test_a_nan_hidden_by_any_cast_to_integers_is_caught(cast):
+    with expect_failure("NaN or inf value"):
+        c6.check_quantize(_hidden_nan(cast))
+
+
+def test_checking_quantize_does_not_load_torch_compile():
+    """The NaN watch is a function mode: a dispatch mode's first use imports torch._dynamo,
+    2-4 s of a learner's first check."""
+    code = ("import sys, torch\nfrom gpucourse.check import ch6\n"
+            "def quantize(w):\n"
+            "    m = w.abs().amax(dim=1, keepdim=True)\n"
+            "    s = torch.where(m > 0, m / 127, torch.ones_like(m))\n"
+            "    return torch.round(w / s).clamp(-127, 127).to(torch.int8), s.squeeze(1)\n"
+            "ch6.check_quantize(quantize)\nprint('torch._dynamo' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "False"

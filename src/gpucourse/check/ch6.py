@@ -57,7 +57,7 @@ def _numbers(x, what: str, want: str) -> np.ndarray:
 
 class _NaNCasts:
     """Counts the NaN and inf values that a learner's function converts to an integer type,
-    in torch (every operation, seen through a dispatch mode) and in NumPy (its "invalid value
+    in torch (every function, seen through a function mode) and in NumPy (its "invalid value
     encountered in cast" warning). A cast hides them: ``.to(torch.int8)`` turns NaN into 0 on
     x86 and into anything on a GPU, so the output alone cannot show a 0/0 inside."""
 
@@ -67,20 +67,29 @@ class _NaNCasts:
     def __enter__(self):
         import warnings
 
-        from torch.utils._python_dispatch import TorchDispatchMode  # with torch, loaded lazily
+        # A function mode, not a dispatch mode: the first dispatch mode of a process imports
+        # torch._dynamo (2-4 s), and every cast a learner can write is a torch function.
+        from torch.overrides import TorchFunctionMode  # with torch, loaded lazily
 
         torch, watch = _torch(), self
 
-        class Mode(TorchDispatchMode):
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                out = func(*args, **(kwargs or {}))
-                name = getattr(func, "__name__", "")
-                if name.startswith(("_to_copy", "to.", "copy_", "_to_dtype")) and \
-                        isinstance(out, torch.Tensor) and \
-                        not (out.dtype.is_floating_point or out.dtype.is_complex):
-                    src = args[1] if name.startswith("copy_") and len(args) > 1 else args[0]
-                    if isinstance(src, torch.Tensor) and src.dtype.is_floating_point:
-                        watch.count += int((~torch.isfinite(src)).sum())
+        def integers(value) -> bool:  # bool results (isnan, comparisons) are no cast
+            return isinstance(value, torch.Tensor) and value.dtype != torch.bool and \
+                not (value.dtype.is_floating_point or value.dtype.is_complex)
+
+        class Mode(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                out = func(*args, **kwargs)
+                if integers(out):  # t.to(torch.int8), t.char(), torch.round(t).int(), ...
+                    sources = (*args, *kwargs.values())
+                elif args and integers(args[0]):  # q.copy_(t), q[...] = t: into integers
+                    sources = (*args[1:], *kwargs.values())
+                else:
+                    return out
+                for a in sources:  # a float tensor that holds NaN or inf, made integers
+                    if isinstance(a, torch.Tensor) and a.dtype.is_floating_point:
+                        watch.count += int((~torch.isfinite(a)).sum())
                 return out
 
         self._mode = Mode()
