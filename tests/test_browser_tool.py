@@ -27,17 +27,16 @@ def test_free_port_is_bindable():
         s.bind(("127.0.0.1", port))
 
 
-def test_a_notebook_whose_page_cannot_be_drawn_fails_alone(tmp_path, monkeypatch, capsys):
-    """A notebook that fails, on a page the browser can no longer screenshot, is reported as
-    failed and the run goes on to the next notebook (it used to end the whole run)."""
-    import contextlib
+def _fake_playwright(screenshot_fails: bool = False):
+    """What ``sync_playwright()`` gives, with a browser whose pages draw nothing (or cannot
+    take a screenshot, as a page whose renderer has crashed)."""
     import types
-
-    shots = []
 
     class Page:
         def screenshot(self, path, **kw):
-            raise RuntimeError("Protocol error (Page.captureScreenshot): Unable to capture screenshot")
+            if screenshot_fails:
+                raise RuntimeError("Protocol error (Page.captureScreenshot): Unable to capture "
+                                   "screenshot")
 
         def close(self):
             pass
@@ -49,8 +48,18 @@ def test_a_notebook_whose_page_cannot_be_drawn_fails_alone(tmp_path, monkeypatch
         def close(self):
             pass
 
-    playwright = types.SimpleNamespace(
-        chromium=types.SimpleNamespace(launch=lambda **kw: Browser()))
+    return types.SimpleNamespace(chromium=types.SimpleNamespace(launch=lambda **kw: Browser()))
+
+
+def test_a_notebook_whose_page_cannot_be_drawn_fails_alone(tmp_path, monkeypatch, capsys):
+    """A notebook that fails, on a page the browser can no longer screenshot, is reported as
+    failed and the run goes on to the next notebook (it used to end the whole run)."""
+    import contextlib
+    import types
+
+    shots = []
+
+    playwright = _fake_playwright(screenshot_fails=True)
 
     def check(page, server, nb, out, timeout_s):
         shots.append(nb.name)
@@ -85,22 +94,7 @@ def test_the_walk_goes_through_every_lab_and_ends_each_kernel(tmp_path, monkeypa
 
     walked, ended = [], []
 
-    class Page:
-        def screenshot(self, path, **kw):
-            pass
-
-        def close(self):
-            pass
-
-    class Browser:
-        def new_context(self, **kw):
-            return types.SimpleNamespace(new_page=Page)
-
-        def close(self):
-            pass
-
-    playwright = types.SimpleNamespace(
-        chromium=types.SimpleNamespace(launch=lambda **kw: Browser()))
+    playwright = _fake_playwright()
     first = sorted(browser_test.LABS)[0]
 
     def walk(page, server, lab, out, timeout_s):

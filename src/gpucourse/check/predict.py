@@ -32,3 +32,15 @@ def beside(guess, measured: str) -> str:
     """One line: the learner's guess, then what was measured (or decided from measurements)."""
     shown = f"{guess:.4g}" if isinstance(guess, float) else str(guess)
     return f"your prediction: {shown}; measured: {measured}"
+
+
+def same_for_all(call: str, answers, wants, measured: str) -> None:
+    """Fails when a learner's function gave one answer for every data set although the right
+    answers differ: a rule of thumb, not a decision from the data. ``call``: how to name the
+    function ("choose_chunks(chunks, seconds)"); ``measured``: what the data are ("times")."""
+    shown = [repr(a) if isinstance(a, str) else str(a) for a in answers]
+    if len(set(shown)) == 1 and len({repr(w) for w in wants}) > 1:
+        raise AssertionError(
+            f"{call} returned {shown[0]} for every data set, though their answers differ "
+            f"({', '.join(map(str, wants))}): a fixed rule of thumb? Decide from the measured "
+            f"{measured}.")
