@@ -27,6 +27,7 @@ from ..display import Table
 from ..errors import InputError, whole_number
 from .lab import (Exercise, answer_error, callable_answer, choice_answer, number_answer,
                   text_answer, tuple_answer)
+from .predict import prediction
 
 
 def _torch():
@@ -498,12 +499,12 @@ def memory_table(measured: dict, predicted_ratio=None, predicted_part=None) -> T
     """The measured parts of fp32 and 16-bit steps side by side, with the learner's prediction
     (``predicted_ratio``: 16-bit bytes / fp32 bytes; ``predicted_part``: the part expected to
     shrink the most) beside what the counts say."""
-    ratio = number_answer(predicted_ratio, "predicted_ratio is", "your guess of 16-bit bytes / "
-                                                                 "fp32 bytes, e.g. 0.5")
+    ratio = prediction(predicted_ratio, "predicted_ratio", unit="16-bit bytes / fp32 bytes",
+                       example=0.5)
     if ratio <= 0:
         raise answer_error("predicted_ratio is", predicted_ratio,
                            "a ratio of two byte counts is above 0, e.g. 0.5")
-    choice_answer(predicted_part, "predicted_part is", STEP_PARTS)
+    prediction(predicted_part, "predicted_part", STEP_PARTS)
     low_name = next(p for p in measured if p != "fp32")
     fp32, low = measured["fp32"], measured[low_name]
     rows = [{"part": k, "fp32 bytes": f"{fp32.get(k, 0):,}", f"{low_name} bytes": f"{low.get(k, 0):,}",
@@ -589,9 +590,9 @@ def check_step_memory(explain, predicted_ratio=_UNSET, predicted_part=_UNSET,
     measured steps and on the chapter's recipe; the predictions need only be there and typed."""
     with Exercise(number, title):
         if predicted_ratio is not _UNSET:
-            number_answer(predicted_ratio, "predicted_ratio is", "your guess, e.g. 0.5")
+            prediction(predicted_ratio, "predicted_ratio", example=0.5)
         if predicted_part is not _UNSET:
-            choice_answer(predicted_part, "predicted_part is", STEP_PARTS)
+            prediction(predicted_part, "predicted_part", STEP_PARTS)
         callable_answer(explain, "explain is", "def explain(fp32, low): ...")
         for what, fp32, low in memory_cases():
             got = explain(dict(fp32), dict(low))
