@@ -56,6 +56,9 @@ lab: $(VENV)/.installed-lab
 	  o = json.loads(p.read_text()) if p.exists() else {}; \
 	  o.setdefault('@jupyterlab/apputils-extension:notification', {}).update(fetchNews='false', checkForUpdates=False); \
 	  p.parent.mkdir(parents=True, exist_ok=True); p.write_text(json.dumps(o, indent=2))"
+	@# The emulator's runtime and hooks, compiled once per machine (about 2 s; then cached),
+	@# so that a lab's first kernel check takes as long as the others.
+	-$(PY) -m gpucourse prepare
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --ServerApp.root_dir=. $(ALLOW_ROOT) \
 		--LabApp.news_url=None $(LAB_ARGS) notebooks/00_start_here.ipynb
 

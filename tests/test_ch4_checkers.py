@@ -251,7 +251,7 @@ def test_private_histogram_accepts_atomics_inside_a_helper_function(capsys):
 def test_private_histogram_without_the_race_detector_falls_back_to_a_rule(monkeypatch):
     from gpucourse.emulator import racecheck
 
-    monkeypatch.setattr(racecheck, "_toolchain_problem", lambda: "it needs Linux")
+    monkeypatch.setattr(racecheck, "toolchain_problem", lambda: "it needs Linux")
     monkeypatch.setattr(racecheck, "_detectors", {})
     monkeypatch.setattr(racecheck, "_warned", True)  # the warning has its own test
     with expect_failure("use atomicAdd both for the shared bins"):

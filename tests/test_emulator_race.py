@@ -447,7 +447,7 @@ def test_the_detector_runs_in_the_child_process_of_an_isolated_launch(mod):
 
 
 def test_without_its_toolchain_race_check_warns_once_and_compares_orders(mod, monkeypatch):
-    monkeypatch.setattr(racecheck, "_toolchain_problem", lambda: "it needs Linux")
+    monkeypatch.setattr(racecheck, "toolchain_problem", lambda: "it needs Linux")
     monkeypatch.setattr(racecheck, "_detectors", {})
     monkeypatch.setattr(racecheck, "_warned", False)
     x = np.ones(1000, F32)
@@ -557,7 +557,7 @@ def test_a_plain_float_sum_of_2_16_terms_is_still_a_race(sums):
 
 
 def test_without_the_detector_orders_still_catch_a_tree_without_barriers(sums, monkeypatch):
-    monkeypatch.setattr(racecheck, "_toolchain_problem", lambda: "it needs Linux")
+    monkeypatch.setattr(racecheck, "toolchain_problem", lambda: "it needs Linux")
     monkeypatch.setattr(racecheck, "_detectors", {})
     monkeypatch.setattr(racecheck, "_warned", True)  # its warning is tested above
     x = skewed(1 << 16)

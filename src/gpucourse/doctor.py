@@ -63,6 +63,21 @@ def _cxx_compiler() -> Finding:
     return Finding(OK, "C++ compiler", f"{identity} ({exe})")
 
 
+def _emulator_builds() -> Finding:
+    """Build (or find cached) what every kernel build on the emulator links."""
+    import time
+
+    from .check.lab import build_shared_parts  # lazy: see _cxx_compiler
+
+    start = time.perf_counter()
+    problems = build_shared_parts()
+    if problems:
+        return Finding(FAIL, "kernel emulator", "; ".join(problems),
+                       "fix the C++ compiler above (or set CXX to one that builds C++17)")
+    return Finding(OK, "kernel emulator", f"runtime and instrumentation built or cached "
+                   f"({time.perf_counter() - start:.1f} s)")
+
+
 def findings() -> list[Finding]:
     """Every check, in the order a learner would fix them."""
     out: list[Finding] = []
@@ -79,6 +94,8 @@ def findings() -> list[Finding]:
     out.append(Finding(OK if lab_version else WARN, "jupyterlab", lab_version or "not installed",
                        "" if lab_version else "`make lab` installs it (or pip install jupyterlab)"))
     out.append(_cxx_compiler())
+    if out[-1].status == OK:
+        out.append(_emulator_builds())
 
     from . import device  # lazy: it needs NumPy, which the checks above report on
 

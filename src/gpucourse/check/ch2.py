@@ -603,7 +603,11 @@ def check_padded_transpose(source, kernel: str = "transpose_padded", number: str
         if callable(source):
             source = source()
         try:
-            k = learner_kernel(source, "transpose_padded.cu", kernel, TRANSPOSE_DEFINES)
+            k = learner_kernel(source, "transpose_padded.cu", kernel, TRANSPOSE_DEFINES,
+                               builds=("race", "profile",
+                                       lambda: profiler.traced_module(
+                                           profiler.instrument_shared(source)[0],
+                                           TRANSPOSE_DEFINES)))
         except CourseError as exc:  # a compile error, with the line to fix
             raise AssertionError(str(exc)) from None
         rows, cols = 67, 45

@@ -13,7 +13,7 @@ import threading
 
 import numpy as np
 
-from .. import bench, device, models, specs
+from .. import bench, device, kernels, models, specs
 from ..emulator import racecheck
 from ..emulator.source import strip_comments
 from ..kernels import divergence as divergence_cu
@@ -149,7 +149,11 @@ def check_no_divergence(source: str, number: str = "4.2",
         assert not re.search(r"__device__[^;{]*\bbranch_[ab]\s*\(", code), \
             "do not define branch_a or branch_b yourself: the checker provides them."
         k = 5
-        real = learner_kernel(BRANCHES + source, "no_divergence.cu", "no_divergence")
+        traced_source = TRACED_BRANCHES + source + TRACE_READER
+        real = learner_kernel(BRANCHES + source, "no_divergence.cu", "no_divergence",
+                              builds=("race", lambda: kernels.from_source(
+                                  traced_source, name="no_divergence_traced.cu",
+                                  backend="cpu")._emulator_library()))
         for n in (1, 63, 64, 65, 1000 + 3, 4099):
             x = random_array(n, np.float32, seed=n, kind="uniform")
             want, tol = divergence_cu.reference(x, k), divergence_cu.tolerance(x, k)
@@ -166,8 +170,8 @@ def check_no_divergence(source: str, number: str = "4.2",
                         f"n={n}, block {block}: {bad.size} of {n} elements are wrong; y[{i}] = "
                         f"{y[i]!r}, expected {want[i]:.6g} (branch {'a' if i % 2 == 0 else 'b'})"
                         + (" and was never written" if np.isnan(y[i]) else "") + ".")
-        traced_mod = learner_module(TRACED_BRANCHES + source + TRACE_READER,
-                                    "no_divergence_traced.cu", "no_divergence")
+        traced_mod = learner_module(traced_source, "no_divergence_traced.cu", "no_divergence",
+                                    builds=())
         traced = traced_mod.no_divergence
         calls = np.zeros(2, np.uint32)
         traced_mod.gc_read_branch_calls((1,), (32,), (calls,))  # clear the counters

@@ -4,16 +4,21 @@ helpers the checkers' tests use."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import numbers
 import os
 import re
 import sys
 import traceback
+import types
 from typing import Callable, Iterable
 
 import numpy as np
 
 from .. import kernels
+from ..emulator import racecheck
+from ..emulator.build import build_together, runtime_object
+from ..profiler import build as profiler_build
 from ..errors import CourseError, DeviceError, InputError
 from .compare import assert_close
 
@@ -224,25 +229,70 @@ def _type_error_hint(exc: TypeError) -> str | None:
     return None
 
 
-def learner_module(source, file_name: str, kernel: str, defines=None):
+def learner_module(source, file_name: str, kernel: str, defines=None, *, builds=("race",)):
     """The learner's CUDA C built for the emulator, with ``kernel`` in it.
 
-    A source that is not a string or lacks the kernel is an AssertionError saying what to
-    write; a compile error stays the emulator's CompileError (it names the line to fix).
+    ``builds``: the other builds the check will use, compiled at the same time
+    (:func:`build_ahead`). A source that is not a string or lacks the kernel is an
+    AssertionError saying what to write; a compile error stays the emulator's CompileError
+    (it names the line to fix).
     """
     wanted = f"`extern \"C\" __global__ void {kernel}(...)`"
     if not isinstance(source, str) or "__global__" not in source:
         raise AssertionError(f"give the CUDA C source as a string with an {wanted} kernel in it.")
-    module = kernels.from_source(source, defines, name=file_name, backend="cpu")
+    module = build_ahead(source, file_name, defines, builds)
     if kernel not in module.names:
         raise AssertionError(f"the source must define {wanted}; "
                              f"it defines {', '.join(module.names) or 'no kernel'}.")
     return module
 
 
-def learner_kernel(source, file_name: str, kernel: str, defines=None):
+def learner_kernel(source, file_name: str, kernel: str, defines=None, *, builds=("race",)):
     """:func:`learner_module`'s ``kernel``."""
-    return getattr(learner_module(source, file_name, kernel, defines), kernel)
+    return getattr(learner_module(source, file_name, kernel, defines, builds=builds), kernel)
+
+
+def build_shared_parts() -> list[str]:
+    """Compile what every learner build links, side by side: the emulator's runtime and the
+    race detector's and profiler's hooks (once per machine, then cached; `make lab` runs this
+    so that a lab's first kernel check is as quick as the others). The problems, one
+    sentence each: empty when all three were built."""
+    parts = {"the emulator's runtime": runtime_object}
+    if not racecheck.toolchain_problem():  # else no instrumented build is ever made
+        parts["the race detector's hooks"] = racecheck.hooks_object
+        parts["the profiler's hooks"] = profiler_build.hooks_object
+    results = build_together(*parts.values())
+    return [f"{what} did not build: {str(r).splitlines()[0] if str(r) else type(r).__name__}"
+            for what, r in zip(parts, results) if isinstance(r, Exception)]
+
+
+def build_ahead(source: str, file_name: str, defines=None, builds=("race",)):
+    """The emulator module of a learner's source (``kernels.from_source``), compiled side by
+    side with the other ways the check will run it: ``builds`` holds "race" (the race
+    detector's build), "profile" (the profiler's) or functions that build something else.
+    Each compile is cached, so the check's steps find them done; on two cores a check that
+    needs three builds waits for about two instead of three.
+
+    The plain build's error is raised (a compile error names the learner's line); the other
+    builds' errors are left to the steps that use them, which explain them in their own words.
+    """
+    name = file_name if file_name.endswith(".cu") else f"{file_name}.cu"
+    # What the instrumented builds read of a module, before the module exists.
+    spec = types.SimpleNamespace(source=source, filename=name, defines=dict(defines or {}))
+    ways = {"race": racecheck.detector_library, "profile": profiler_build.profiling_library}
+    # Both instrumented builds need what the race detector needs (Linux, addr2line); without
+    # it the check's steps run uninstrumented, or say what is missing.
+    instrumented = not racecheck.toolchain_problem()
+    jobs = [functools.partial(kernels.from_source, source, defines, name=name, backend="cpu")]
+    for b in builds:
+        if callable(b):
+            jobs.append(b)
+        elif instrumented:
+            jobs.append(functools.partial(ways[b], spec))
+    module = build_together(*jobs)[0]
+    if isinstance(module, Exception):
+        raise module
+    return module
 
 
 def run_learner_kernel(kernel, grid, block, args, what: str, *, race_check: bool = False,

@@ -70,7 +70,8 @@ def check_puzzle(k: int, source) -> None:
     its budget of global reads and writes per thread; prints one line when it does."""
     p = P.puzzle(k)
     with Exercise(exercise_number(k), p.title):
-        kernel = learner_kernel(source, f"puzzle{k}.cu", p.kernel, defines=P.DEFINES)
+        kernel = learner_kernel(source, f"puzzle{k}.cu", p.kernel, defines=P.DEFINES,
+                                builds=("race", "profile"))
         for seed, case in enumerate(p.cases):
             where = _case_text(p, case)
             try:
@@ -213,7 +214,8 @@ def your_run(k: int, source, case=None):
     """The trace of the learner's kernel for puzzle ``k`` at the lab's example size: draw it
     with ``gc.draw(your_run(k, source))``."""
     p = P.puzzle(k)
-    kernel = learner_kernel(source, f"puzzle{k}.cu", p.kernel, defines=P.DEFINES)
+    kernel = learner_kernel(source, f"puzzle{k}.cu", p.kernel, defines=P.DEFINES,
+                            builds=("profile",))
     tr = run_case(p, kernel, p.example if case is None else case, traced=True)[3]
     return replace(tr, label=f"Puzzle {k} ({p.title}), your kernel")
 

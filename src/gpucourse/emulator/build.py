@@ -332,6 +332,38 @@ def runtime_object(switch: str | None = None) -> Path:
     return _object(RUNTIME, flags, f"runtime-{switch}")
 
 
+def extra_object(source, flags=()) -> Path:
+    """C++ file ``source`` compiled for linking into kernel builds (cached): the hooks that an
+    instrumented build calls (the race detector's, the profiler's)."""
+    return _object(Path(source), BASE_FLAGS + tuple(flags), "extra")
+
+
+def build_together(*builds) -> list:
+    """Call the zero-argument ``builds`` side by side; each one's result, or the exception it
+    raised, in order.
+
+    Threads are enough: a build spends its time in the compiler, a child process. A check
+    that needs a kernel built several ways (plain, race-checked, profiled) pays for the
+    slowest compile instead of their sum on a machine with as many cores.
+    """
+    results: list = [None] * len(builds)
+
+    def run(i: int) -> None:
+        try:
+            results[i] = builds[i]()
+        except Exception as exc:  # handed back: the caller decides whose error it shows
+            results[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(1, len(builds))]
+    for t in threads:
+        t.start()
+    if builds:
+        run(0)  # the first in this thread: one thread fewer to start
+    for t in threads:
+        t.join()
+    return results
+
+
 # --------------------------------------------------------------------------- building
 
 def translation_unit(source: str, filename: str, defines: dict | None,
@@ -371,8 +403,7 @@ def build_library(source: str, *, filename: str = "kernel.cu", defines: dict | N
     switch = switch or switch_kind_requested()
     _, ident = compiler()
     runtime = runtime_object(switch)
-    extras = [_object(Path(p), BASE_FLAGS + tuple(extra_source_flags), "extra")
-              for p in extra_sources]
+    extras = [extra_object(p, extra_source_flags) for p in extra_sources]
     flags = BASE_FLAGS + _kernel_flags() + tuple(extra_flags)
     key = _hash(tu, headers_digest(), runtime.name, [e.name for e in extras], flags,
                 _link_flags(), ident)

@@ -72,14 +72,11 @@ def detector(kernel, warn: bool = True) -> "Detector | None":
         if key in _detectors:
             return _detectors[key]
     found = None
-    problem = _toolchain_problem()
+    problem = toolchain_problem()
     if not problem:
         try:
-            found = Detector(build_library(module.source, filename=module.filename,
-                                           defines=module.defines, extra_flags=_flags(),
-                                           extra_sources=(HOOKS,), guards=SHARED_GUARD_BYTES),
-                             module.source, instrument.addr2line(), defines=module.defines,
-                             plain=module._emulator_library())
+            found = Detector(detector_library(module), module.source, instrument.addr2line(),
+                             defines=module.defines, plain=module._emulator_library())
         except (CourseError, OSError) as exc:
             problem = f"its instrumented build failed ({str(exc).splitlines()[0][:200]})"
     if problem and warn:
@@ -88,7 +85,19 @@ def detector(kernel, warn: bool = True) -> "Detector | None":
         return _detectors.setdefault(key, found)
 
 
-def _toolchain_problem() -> str:
+def detector_library(module) -> Library:
+    """The race detector's build of a kernel module's source (compiled, or from the cache)."""
+    return build_library(module.source, filename=module.filename, defines=module.defines,
+                         extra_flags=_flags(), extra_sources=(HOOKS,), guards=SHARED_GUARD_BYTES)
+
+
+def hooks_object():
+    """The detector's hooks compiled once per machine (cached), as its builds link them."""
+    return build.extra_object(HOOKS)
+
+
+def toolchain_problem() -> str:
+    """Why the detector cannot run here (the profiler needs the same); "" where it can."""
     if not instrument.supported_platform():
         return "it needs Linux"
     if not instrument.addr2line():

@@ -48,11 +48,11 @@ from ..emulator.source import defines_key
 from .build import (_STATS, _TOTALS, K_ATOMIC, K_BLOCK, K_READ, K_WRITE, ProfilerError, _Build,
                     _builds, _lock, _toolchain_check)
 from .shared_trace import (TRACE_SLOTS, TRACE_THREADS, TraceError, instrument_shared,
-                    trace_shared_accesses)
+                    trace_shared_accesses, traced_module)
 
 __all__ = ["profile", "Profile", "Counters", "Divergence", "LineStat", "ModelTime",
            "ProfilerError", "LAUNCH_OVERHEAD_S", "trace_shared_accesses", "instrument_shared",
-           "TraceError", "TRACE_THREADS", "TRACE_SLOTS"]
+           "traced_module", "TraceError", "TRACE_THREADS", "TRACE_SLOTS"]
 
 #: Fixed cost of one kernel launch in the time model (the models' own round figure).
 LAUNCH_OVERHEAD_S = models.LAUNCH_OVERHEAD_S

@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 from ..emulator import build_library, instrument
+from ..emulator.build import extra_object
 from ..errors import CourseError
 
 HERE = Path(__file__).resolve().parent
@@ -47,19 +48,28 @@ def _toolchain_check() -> str:
     return tool
 
 
+def profiling_library(module):
+    """The profiler's build of a kernel module's source (compiled, or from the cache)."""
+    version = hashlib.sha256(HOOKS.read_bytes() + PRELUDE.read_bytes()
+                             + instrument.ATOMIC_MARKS.read_bytes()).hexdigest()[:12]
+    flags = (*instrument.TSAN_FLAGS, "-fsanitize-coverage=trace-pc",
+             "-include", str(PRELUDE), f"-DGCPROF_VERSION={version}",
+             *instrument.link_flags(), "-Wl,--wrap=__gcemu_block_barrier")
+    return build_library(module.source, filename=module.filename, defines=module.defines,
+                         extra_flags=flags, extra_sources=(HOOKS,))
+
+
+def hooks_object():
+    """The profiler's hooks compiled once per machine (cached), as its builds link them."""
+    return extra_object(HOOKS)
+
+
 class _Build:
     """The profiling build of one kernel source, and what is known about its instructions."""
 
     def __init__(self, module, addr2line: str):
-        version = hashlib.sha256(HOOKS.read_bytes() + PRELUDE.read_bytes()
-                                 + instrument.ATOMIC_MARKS.read_bytes()).hexdigest()[:12]
-        flags = (*instrument.TSAN_FLAGS, "-fsanitize-coverage=trace-pc",
-                 "-include", str(PRELUDE), f"-DGCPROF_VERSION={version}",
-                 *instrument.link_flags(), "-Wl,--wrap=__gcemu_block_barrier")
         try:
-            self.library = build_library(module.source, filename=module.filename,
-                                         defines=module.defines, extra_flags=flags,
-                                         extra_sources=(HOOKS,))
+            self.library = profiling_library(module)
         except OSError as exc:
             why = ("the kernel uses something the profiler cannot observe"
                    if "undefined symbol" in str(exc) else "check the cache folder and the compiler")

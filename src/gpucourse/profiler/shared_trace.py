@@ -102,6 +102,13 @@ def instrument_shared(source: str) -> tuple[str, list[dict]]:
     return prelude + "\n" + out, arrays
 
 
+def traced_module(code: str, defines=None):
+    """The emulator module of ``code`` (``instrument_shared``'s output), built."""
+    mod = kernels.from_source(code, defines=defines, name="traced.cu", backend="cpu")
+    mod._emulator_library()  # build now: a compile error is the caller's TraceError
+    return mod
+
+
 def trace_shared_accesses(source: str, kernel: str, grid, block, args, defines=None) -> dict:
     """Run ``kernel`` on the emulator with its shared arrays traced; return the bank conflicts
     of every warp-wide access of block (0, 0, 0).
@@ -114,7 +121,7 @@ def trace_shared_accesses(source: str, kernel: str, grid, block, args, defines=N
     if not arrays:
         return {"arrays": [], "accesses": [], "worst": 0}
     try:
-        mod = kernels.from_source(code, defines=defines, name="traced.cu", backend="cpu")
+        mod = traced_module(code, defines)
     except CompileError as exc:
         raise TraceError("the kernel could not be rebuilt with its shared arrays traced "
                          f"({str(exc).splitlines()[0]}); index the tile as tile[row][col].") from None
