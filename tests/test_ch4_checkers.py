@@ -320,13 +320,6 @@ def test_chunks_check_is_fast():
     assert time.perf_counter() - start < 2.0
 
 
-def test_pipeline_sweep_measures_every_chunk_count_on_this_machine():
-    sweep = c4.pipeline_sweep(chunk_counts=(1, 3, 8), n=10_007, min_time_s=0.001)
-    assert sweep["chunks"] == [1, 3, 8] and sweep["kind"] == "measured"
-    assert len(sweep["seconds"]) == 3 and all(t > 0 for t in sweep["seconds"])
-    assert choose_chunks(sweep["chunks"], sweep["seconds"]) in (1, 3, 8)
-
-
 def test_warp_reduce_race_checks_every_block_on_the_small_sizes_only(monkeypatch, capsys):
     """The check's cost: the hazard detector on the 65 537-element launch took most of its time;
     every block size is still race-checked on every size up to 4099."""

@@ -320,3 +320,25 @@ def test_the_block_sizes_and_the_divergence_launch_have_one_home():
     for n, block in ((1, 64), (1000 + 3, 128), (4099, 256)):
         for v in divergence_cu.VERSIONS:
             assert divergence_cu.launch(v, n, block).grid == divergence_cu.divergence_grid(n, block)
+
+
+# --------------------------------------------------------------------------- lab 4.5's sweep
+
+def test_pipeline_sweep_measures_every_chunk_count_on_this_machine():
+    from gpucourse.check import ch4 as c4
+
+    sweep = ch4.pipeline_sweep(chunk_counts=(1, 3, 8), n=10_007, min_time_s=0.001)
+    assert sweep["chunks"] == [1, 3, 8] and sweep["kind"] == "measured"
+    assert len(sweep["seconds"]) == 3 and all(t > 0 for t in sweep["seconds"])
+    assert c4.fewest_chunks_near_best(sweep["chunks"], sweep["seconds"]) in (1, 3, 8)
+
+
+def test_pipeline_sweep_checks_its_result_before_it_times(monkeypatch):
+    from gpucourse.experiments.ch4 import chunk_pipeline
+
+    def copy_without_compute(src, staged, dst, chunks):
+        dst[:] = src  # the compute stage forgotten: the result is the input
+
+    monkeypatch.setattr(chunk_pipeline, "_run_pipeline", copy_without_compute)
+    with pytest.raises(AssertionError, match="1 chunks is wrong at element 0"):
+        ch4.pipeline_sweep(chunk_counts=(1, 3), n=1001, min_time_s=0.001)

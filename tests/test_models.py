@@ -333,6 +333,18 @@ def test_large_matmul_is_compute_bound():
     assert r.intensity == pytest.approx(4096 / 3)
 
 
+@pytest.mark.parametrize("flops,nbytes", [(1e9, 1e8), (2e12, 1e8), (3e11, 1e8), (1e9, 0.0)])
+def test_roof_share_is_the_rate_over_the_roofline_models_attainable_rate(flops, nbytes):
+    """The share the check and the figures print is the rate over what models.roofline says
+    the roof allows at that intensity: memory side, compute side, on the ridge, no bytes."""
+    peak, bw = 3e11, 1e9  # ridge at 300 FLOP/byte
+    seconds = 0.37
+    intensity = flops / nbytes if nbytes else float("inf")
+    want = flops / seconds / models.roofline(flops, nbytes, peak_flops=peak,
+                                             bandwidth=bw).attainable_flops
+    assert models.roof_share(flops / seconds, intensity, peak, bw) == pytest.approx(want, rel=1e-12)
+
+
 def test_roofline_with_measured_cpu_ceilings():
     """peak 1e11 FLOP/s, 2e10 B/s -> ridge 5; 1e9 FLOPs over 1e8 bytes (10 FLOP/byte) ->
     compute-bound at 10 ms; over 1e9 bytes -> memory-bound at 50 ms."""

@@ -178,7 +178,8 @@ def _roof(point: dict, ceilings: dict) -> models.Roofline:
 
 def roof_share(point: dict, ceilings: dict) -> float:
     """The measured rate of ``point`` as a share of the roof at its intensity."""
-    return point["flops"] / point["seconds"] / _roof(point, ceilings).attainable_flops
+    return models.roof_share(point["flops"] / point["seconds"], point["flops"] / point["bytes"],
+                             ceilings["peak_flops"], ceilings["bandwidth_Bps"])
 
 
 def limited_by_reference(point: dict, ceilings: dict) -> str:

@@ -17,7 +17,7 @@ from .occupancy import (OCCUPANCY_LIMITS, InFlight, Occupancy, Waves, bytes_in_f
                         occupancy, occupancy_by_block, waves)
 from .parallel import (AllReduce, PipelineBubble, PipelineOp, pipeline_bubble,
                        ring_allreduce_time)
-from .roofline import LAUNCH_OVERHEAD_S, Roofline, roofline
+from .roofline import LAUNCH_OVERHEAD_S, Roofline, roof_share, roofline
 from .training import (DTYPE_BYTES, OPTIMIZER_STATES, TrainingMemory, training_memory,
                        training_precision)
 from .transfer import (ENGINES, TRANSFER_LATENCY_S, StreamTimeline, TimelineOp, Transfer,
@@ -31,7 +31,7 @@ __all__ = [
     "OCCUPANCY_LIMITS", "InFlight", "Occupancy", "Waves", "bytes_in_flight", "occupancy",
     "occupancy_by_block", "waves",
     "AllReduce", "PipelineBubble", "PipelineOp", "pipeline_bubble", "ring_allreduce_time",
-    "LAUNCH_OVERHEAD_S", "Roofline", "roofline",
+    "LAUNCH_OVERHEAD_S", "Roofline", "roofline", "roof_share",
     "DTYPE_BYTES", "OPTIMIZER_STATES", "TrainingMemory", "training_memory", "training_precision",
     "ENGINES", "TRANSFER_LATENCY_S", "StreamTimeline", "TimelineOp", "Transfer",
     "stream_timeline", "transfer_time",

@@ -77,3 +77,10 @@ def roofline(flops: float, bytes: float, gpu=None, precision: str = "fp32", *,
                     bandwidth=bw, ridge_point=peak / bw, compute_time=t_compute,
                     memory_time=t_memory, time=t, attainable_flops=flops / t,
                     bound="compute" if t_compute >= t_memory else "memory", launch_time=overhead)
+
+
+def roof_share(rate: float, intensity: float, peak_flops: float, bandwidth: float) -> float:
+    """A rate (FLOP/s) as a share of the roof at its intensity (FLOP/byte): rate divided by
+    min(peak_flops, intensity x bandwidth). 1 is on the roof; a measured point may exceed it
+    a little where the ceilings are themselves measurements."""
+    return rate / min(peak_flops, intensity * bandwidth)

@@ -8,6 +8,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from ..bench import format_bytes as _fmt_bytes, format_time as _fmt_s
+from .. import models as _models
 from .. import reference as _reference
 from .. import specs as _specs
 from . import (CEILING, MEASURED, MODEL, NAIVE, OPTIMIZED, PALETTE, REFERENCE, new_figure,
@@ -378,7 +379,8 @@ def _roof(result: dict, ax, is_model: bool, label: str, device: str):
     if is_model:
         return  # a model's points lie on its roof by construction: "100% of roof" says nothing
     for p in result["points"]:
-        pct = 100 * p["rate"] / min(c["peak_flops"], p["intensity"] * c["bandwidth_Bps"])
+        pct = 100 * _models.roof_share(p["rate"], p["intensity"], c["peak_flops"],
+                                       c["bandwidth_Bps"])
         ax.annotate(f"{pct:.0f}% of roof", (p["intensity"], p["rate"] / 1e9), xytext=(6, -10),
                     textcoords="offset points", fontsize=7)
 
@@ -402,7 +404,8 @@ def roofline_figure(measured: dict, model: dict | None = None, reference_rows=No
             for i, p in enumerate(data.get("points", [])):
                 ax.plot([p["intensity"]], [p["rate"] / 1e9], "s", mfc="none", mew=1.5, ms=8,
                         color=PALETTE[i % len(PALETTE)], label=f"{p['name']} ({label})")
-                pct = 100 * p["rate"] / min(c["peak_flops"], p["intensity"] * c["bandwidth_Bps"])
+                pct = 100 * _models.roof_share(p["rate"], p["intensity"], c["peak_flops"],
+                                               c["bandwidth_Bps"])
                 ax.annotate(f"{pct:.0f}% of roof", (p["intensity"], p["rate"] / 1e9),
                             xytext=(6, -10), textcoords="offset points", fontsize=7,
                             color=REFERENCE)
