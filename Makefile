@@ -75,7 +75,8 @@ test-notebooks: $(VENV)/.installed-dev
 
 # The CPU matrix: {AVX2 cap, default ISA} x {pinned to one core, all cores}, each cell with every
 # notebook, every solution and the unit tests an ISA cap or a core count can change (the
-# emulator's own tests and the tools' tests, which neither reaches, are `make test`'s): see
+# emulator's own tests, the tools' tests and the smoke tests of GPU-only code, which neither
+# reaches, are `make test`'s): see
 # tools/test_matrix.sh. The two pinned cells run side by side on two cores. Narrow it with
 # MATRIX_ISAS, MATRIX_CORES, MATRIX_UNIT (pytest paths), MATRIX_MARK and MATRIX_NOTEBOOKS /
 # MATRIX_SOLUTIONS (empty: skip):

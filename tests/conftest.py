@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from matrix_scope import emulator_only, tooling
+from matrix_scope import emulator_only, gpu_path, tooling
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
@@ -24,6 +24,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.emulator_only)
         if item.path.suffix == ".py" and tooling(item.path):
             item.add_marker(pytest.mark.tooling)
+        if item.path.suffix == ".py" and gpu_path(item.path):
+            item.add_marker(pytest.mark.gpu_path)
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """Which test files ``make test-matrix`` leaves to ``make test``: the emulator's own tests
-(marker ``emulator_only``) and the tests of the course's tools (marker ``tooling``). Both
-markers are set by file in conftest.py.
+(marker ``emulator_only``), the tests of the course's tools (marker ``tooling``) and the smoke
+tests of code that runs on a GPU (marker ``gpu_path``). The markers are set by file in
+conftest.py.
 
 The matrix changes two things: the ISA cap of oneDNN and PyTorch's CPU kernels, and the number
 of cores. Neither reaches these files' results, so running them four times would spend most of
@@ -26,7 +27,13 @@ TOOLING = ("test_grade_*.py", "test_browser_*.py", "test_doctor_and_cli.py", "te
            "test_dependencies.py", "test_launch_badges.py", "test_make_lab_settings.py",
            "test_notebook_format.py", "test_notebook_predictions.py", "test_labs.py",
            "test_check_times_tool.py", "test_wrong_answer_tables.py", "test_report_figure_text.py",
-           "test_runner_report_page.py")
+           "test_runner_report_page.py", "test_reference_figures_draw.py")
+
+#: Smoke tests of the GPU-only code paths, on the fake CUDA device (tests/fakecuda) or with a
+#: GPU check's steps run on the CPU at small sizes: they assert shapes, calls and keys, never a
+#: number of this CPU. On a learner's machine that code runs on the GPU, where neither the ISA
+#: cap nor the core count of the CPU reaches; the chapters' CPU paths stay in the matrix.
+GPU_PATH = ("test_*fake_gpu.py", "test_ch*_gpu_check_on_cpu.py")
 
 
 def _named(path: pathlib.Path, patterns) -> bool:
@@ -42,3 +49,8 @@ def emulator_only(path: pathlib.Path) -> bool:
 def tooling(path: pathlib.Path) -> bool:
     """Whether the test file at ``path`` is one of :data:`TOOLING`."""
     return _named(path, TOOLING)
+
+
+def gpu_path(path: pathlib.Path) -> bool:
+    """Whether the test file at ``path`` is one of :data:`GPU_PATH` (and not emulator-only)."""
+    return _named(path, GPU_PATH) and not emulator_only(path)

@@ -5,7 +5,7 @@ import pathlib
 import subprocess
 import sys
 
-from matrix_scope import emulator_only, tooling
+from matrix_scope import emulator_only, gpu_path, tooling
 
 TESTS = pathlib.Path(__file__).resolve().parent
 
@@ -51,3 +51,17 @@ def test_the_matrix_keeps_every_chapter_and_tolerance_test():
                                  "test_tolerances", "test_check_tolerances",
                                  "test_experiments_cpu")):
             assert not tooling(path), f"{path.name} is a chapter's test: the matrix must run it"
+            if gpu_path(path):  # only the smoke tests of a chapter's GPU-only code leave it
+                assert path.name.endswith(("_fake_gpu.py", "_gpu_check_on_cpu.py")), path.name
+
+
+def test_the_gpu_path_files_test_gpu_only_code():
+    """What leaves the matrix as ``gpu_path`` runs on the fake CUDA device or is a GPU check's
+    steps run on the CPU: code a learner's machine runs on its GPU."""
+    marked = [p for p in sorted(TESTS.glob("test_*.py")) if gpu_path(p)]
+    assert len(marked) >= 8, [p.name for p in marked]
+    for path in marked:
+        text = path.read_text(encoding="utf-8")
+        assert "fakecuda" in text or "gpu_check" in text, path.name
+    for name in ("test_ch2_experiments.py", "test_ch6_checkers.py", "test_tolerances.py"):
+        assert not gpu_path(TESTS / name)

@@ -9,9 +9,9 @@
 #         notebook's kernel pinned by its container); all: JOBS workers on every core.
 #
 # Every cell runs every chapter notebook (--nbval-lax), every solution (--nbval) and the unit
-# tests whose results an ISA cap or a core count can change: all but the emulator's own tests
-# and the tests of the course's tools (markers emulator_only and tooling, set by file in
-# tests/matrix_scope.py), which `make test` runs once. The two pinned cells use one core each,
+# tests whose results an ISA cap or a core count can change: all but the emulator's own tests,
+# the tests of the course's tools and the smoke tests of GPU-only code (markers emulator_only,
+# tooling and gpu_path, set by file in tests/matrix_scope.py), which `make test` runs once. The two pinned cells use one core each,
 # so they run at the same time on two different cores when the machine has two or more; the
 # all-cores cells then run one after the other. Every cell runs, a failing one is named at the
 # end, and the script then fails. OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are left as the machine
@@ -30,7 +30,7 @@ MATRIX_CORES=${MATRIX_CORES:-one all}
 MATRIX_UNIT=${MATRIX_UNIT-tests}
 MATRIX_NOTEBOOKS=${MATRIX_NOTEBOOKS-notebooks}
 MATRIX_SOLUTIONS=${MATRIX_SOLUTIONS-solutions}
-MATRIX_MARK=${MATRIX_MARK-not emulator_only and not tooling}
+MATRIX_MARK=${MATRIX_MARK-not emulator_only and not tooling and not gpu_path}
 LOGS=${MATRIX_LOGS:-results/test-matrix}
 mkdir -p "$LOGS"
 
