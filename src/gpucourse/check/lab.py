@@ -18,8 +18,8 @@ import numpy as np
 from .. import kernels
 from ..emulator import racecheck
 from ..emulator.build import build_together, runtime_object
-from ..profiler import build as profiler_build
 from ..errors import CourseError, DeviceError, InputError
+from ..profiler import build as profiler_build
 from .compare import assert_close
 
 
