@@ -114,9 +114,11 @@ def test_ctrl_c_ends_every_kernel_at_once(tmp_path):
     # The kernels' IPC sockets live in TMPDIR, and a socket path has at most 107 bytes: a
     # short folder, not one under pytest's (deeper with pytest-xdist, longer each run).
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="gc-"))
+    # -X faulthandler: a grader still running a minute after Ctrl-C is stopped with SIGABRT,
+    # which prints where each of its threads waits (below).
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gpucourse", "grade", str(tmp_path / "in"), "--out",
-         str(tmp_path / "out"), "--lab", "0", "--jobs", "2", "--cell-timeout", "600",
+        [sys.executable, "-X", "faulthandler", "-m", "gpucourse", "grade", str(tmp_path / "in"),
+         "--out", str(tmp_path / "out"), "--lab", "0", "--jobs", "2", "--cell-timeout", "600",
          "--solutions", str(G.ROOT / "solutions")],
         env=dict(os.environ, TMPDIR=str(scratch)), stderr=subprocess.PIPE, text=True)
 
@@ -142,7 +144,12 @@ def test_ctrl_c_ends_every_kernel_at_once(tmp_path):
         time.sleep(3)  # into the sleeping cell
         t0 = time.monotonic()
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            _, err = proc.communicate(timeout=60)
+            pytest.fail(f"the grader still ran 60 s after Ctrl-C; where it waited:\n{err[-8000:]}")
         assert proc.returncode == 130 and "stopped; every kernel was ended" in err, err
         assert time.monotonic() - t0 < 30
         assert kernels() == [] and list(scratch.iterdir()) == []
