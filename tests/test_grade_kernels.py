@@ -4,6 +4,7 @@ their own submission, with the reason recorded."""
 import json
 import os
 import pathlib
+import platform
 import shutil
 import sys
 import tempfile
@@ -103,7 +104,12 @@ def test_a_fork_bomb_is_stopped(tmp_path):
     assert [s for s, _ in rows["right"]] == ["passed", "passed"]
 
 
+SYS_TGKILL = 234  # x86-64 Linux: send a signal to one thread of another process
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="tgkill's number is x86-64's")
 def test_ctrl_c_ends_every_kernel_at_once(tmp_path):
+    import ctypes
     import signal
     import subprocess
     import time
@@ -143,7 +149,11 @@ def test_ctrl_c_ends_every_kernel_at_once(tmp_path):
         assert len(kernels()) == 2, "the two kernels did not start"
         time.sleep(3)  # into the sleeping cell
         t0 = time.monotonic()
-        proc.send_signal(signal.SIGINT)
+        # Ctrl-C's signal, delivered to one of the grader's other threads, as Linux may: the
+        # grader must still stop at once (its main thread waits in short steps to notice).
+        others = [int(t) for t in os.listdir(f"/proc/{proc.pid}/task") if int(t) != proc.pid]
+        libc = ctypes.CDLL(None, use_errno=True)
+        assert libc.syscall(SYS_TGKILL, proc.pid, others[0], signal.SIGINT) == 0
         try:
             _, err = proc.communicate(timeout=60)
         except subprocess.TimeoutExpired:

@@ -152,6 +152,11 @@ def grade(paths, out, lab: str | None = None, solutions="solutions",
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
         futures = [pool.submit(one, k) for k in range(len(subs))]
         try:
+            # Waits of a fraction of a second: Linux may deliver Ctrl-C's signal to a worker
+            # thread, and Python raises KeyboardInterrupt only when the main thread next runs
+            # Python code, which an untimed wait would not do until every notebook had ended.
+            while concurrent.futures.wait(futures, timeout=0.2).not_done:
+                pass
             for f in futures:
                 f.result()
         except KeyboardInterrupt:  # Ctrl-C: stop every kernel now, not after its time limit
