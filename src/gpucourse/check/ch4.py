@@ -150,8 +150,7 @@ def check_no_divergence(source: str, number: str = "4.2",
         traced_source = TRACED_BRANCHES + source + TRACE_READER
         real = learner_kernel(BRANCHES + source, "no_divergence.cu", "no_divergence",
                               builds=("race", lambda: kernels.from_source(
-                                  traced_source, name="no_divergence_traced.cu",
-                                  backend="cpu")._emulator_library()))
+                                  traced_source, name="no_divergence_traced.cu", backend="cpu")))
         for n in (1, 63, 64, 65, 1000 + 3, 4099):
             x = random_array(n, np.float32, seed=n, kind="uniform")
             want, tol = divergence_cu.reference(x, k), divergence_cu.tolerance(x, k)

@@ -103,10 +103,9 @@ def instrument_shared(source: str) -> tuple[str, list[dict]]:
 
 
 def traced_module(code: str, defines=None):
-    """The emulator module of ``code`` (``instrument_shared``'s output), built."""
-    mod = kernels.from_source(code, defines=defines, name="traced.cu", backend="cpu")
-    mod._emulator_library()  # build now: a compile error is the caller's TraceError
-    return mod
+    """The emulator module of ``code`` (``instrument_shared``'s output), built (on the emulator
+    ``from_source`` compiles at once: a compile error is the caller's TraceError)."""
+    return kernels.from_source(code, defines=defines, name="traced.cu", backend="cpu")
 
 
 def trace_shared_accesses(source: str, kernel: str, grid, block, args, defines=None) -> dict:
